@@ -1,0 +1,32 @@
+# One command sets everything up and runs the demo (`make demo`); one runs the tests (`make test`).
+# Both create .venv and install what they need first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of PyTorch. A GPU user: make install TORCH_SPEC=torch TORCH_INDEX=https://download.pytorch.org/whl/cu128
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
+PIP := $(PY) -m pip install --disable-pip-version-check -q
+
+.PHONY: install demo test test-slow lint bench clean
+
+$(VENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PIP) -e ".[torch,hf]" pytest hypothesis ruff
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(VENV)/bin/archprobe demo
+
+test: install
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(PY) -m pytest -q
+
+test-slow: install
+	$(PY) -m pytest -q -m slow
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

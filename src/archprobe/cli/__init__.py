@@ -1,0 +1,1 @@
+"""The `archprobe` command line: one file per command group, `main.py` only wires them."""

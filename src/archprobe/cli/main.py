@@ -1,0 +1,22 @@
+"""Root of the `archprobe` CLI: wires the command groups, nothing else. Heavy imports happen inside
+the commands, so `archprobe --help` and `inspect` start without torch.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from archprobe.cli import inspect_cmd
+
+app = typer.Typer(name="archprobe", help="Read the weights, not the rumors.", no_args_is_help=True,
+                  add_completion=False, pretty_exceptions_enable=False)
+app.command("inspect")(inspect_cmd.inspect)
+app.command("demo")(inspect_cmd.demo)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,10 @@
+"""Bits per stored element of every safetensors dtype we know.
+
+New dtypes appear every year (F8_E8M0, F4...): an unknown one is reported and counted, not a crash.
+"""
+
+DTYPE_BITS: dict[str, int] = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8,
+    "F8_E5M2FNUZ": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
+    "I64": 64, "U64": 64, "F64": 64, "C64": 64, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+}

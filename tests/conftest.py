@@ -1,0 +1,29 @@
+"""Shared fixtures: tiny checkpoints are built in the test, never downloaded."""
+
+from __future__ import annotations
+
+import pytest
+
+from archprobe.synthetic import K3Dims, tiny_k3_dims, write_k3_checkpoint
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Each test session writes the demo checkpoint into its own cache, never the user's."""
+    monkeypatch.setenv("ARCHPROBE_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pytest.fixture(scope="session")
+def k3_sparse(tmp_path_factory):
+    """The full K3 inventory (96 shards, 497,220 tensors, 1.45 TB apparent) as sparse files."""
+    folder = tmp_path_factory.mktemp("k3-sparse")
+    write_k3_checkpoint(folder, K3Dims(), shards=96, sparse=True)
+    return str(folder)
+
+
+@pytest.fixture(scope="session")
+def tiny_k3(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny-k3")
+    write_k3_checkpoint(folder, tiny_k3_dims(), shards=2, sparse=False)
+    return str(folder)
+

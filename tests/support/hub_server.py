@@ -1,0 +1,159 @@
+"""A small model-hub stand-in on 127.0.0.1 for tests and benchmarks.
+
+Serves folders as repos: the tree listing (`/api/models/{repo}/tree/{rev}`), `resolve` URLs with
+HTTP Range and HEAD (ETag, X-Repo-Commit, Content-Length), and a `revision` endpoint. Knobs for
+failure tests: `fail[path] = [429, 500, ...]` answers those statuses first; `gated` repos answer 401
+with `X-Error-Code: GatedRepo`. Every response body's size is logged in `served`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlparse
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+class HubServer:
+    def __init__(self) -> None:
+        self.repos: dict[str, str] = {}
+        self.gated: set[str] = set()
+        self.fail: dict[str, list[int]] = {}
+        self.served: list[tuple[str, str, int]] = []   # (method, path, body bytes)
+        self.active = 0
+        self.max_active = 0
+        self.delay_s = 0.0
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_HEAD(self):
+                server._handle(self, head=True)
+
+            def do_GET(self):
+                server._handle(self, head=False)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> HubServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def add_repo(self, repo_id: str, folder: str) -> None:
+        self.repos[repo_id] = folder
+
+    def bytes_served(self, predicate=lambda path: True) -> int:
+        return sum(n for _, p, n in self.served if predicate(p))
+
+    def _send(self, h, status: int, body: bytes = b"", headers: dict | None = None, head: bool = False) -> None:
+        h.send_response(status)
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.send_header("Content-Length", str(len(body)) if not (headers or {}).get("Content-Length") else
+                      headers["Content-Length"])
+        h.end_headers()
+        if not head and body:
+            h.wfile.write(body)
+        with self._lock:
+            self.served.append(("HEAD" if head else "GET", h.path, 0 if head else len(body)))
+
+    def _handle(self, h, head: bool) -> None:
+        import time
+
+        with self._lock:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        try:
+            if self.delay_s:
+                time.sleep(self.delay_s)
+            self._route(h, head)
+        finally:
+            with self._lock:
+                self.active -= 1
+
+    def _route(self, h, head: bool) -> None:
+        path = unquote(urlparse(h.path).path)
+        queue = self.fail.get(path)
+        if queue:
+            status = queue.pop(0)
+            self._send(h, status, b'{"error": "injected"}', {"Retry-After": "0"}, head)
+            return
+        m = re.match(r"^/api/models/([^/]+/[^/]+)/tree/([^/]+)(/.*)?$", path)
+        if m:
+            return self._tree(h, m.group(1), head)
+        m = re.match(r"^/api/models/([^/]+/[^/]+)(/revision/[^/]+)?$", path)
+        if m:
+            repo = m.group(1)
+            if (err := self._repo_error(repo)) is not None:
+                return self._send(h, *err, head=head)
+            body = json.dumps({"id": repo, "sha": COMMIT, "siblings": [
+                {"rfilename": f} for f in sorted(os.listdir(self.repos[repo]))]}).encode()
+            return self._send(h, 200, body, {"Content-Type": "application/json"}, head)
+        m = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
+        if m:
+            return self._file(h, m.group(1), m.group(3), head)
+        self._send(h, 404, b"not found", {"X-Error-Code": "EntryNotFound"}, head)
+
+    def _repo_error(self, repo: str):
+        if repo not in self.repos:
+            return 404, b'{"error": "Repository not found"}', {"X-Error-Code": "RepoNotFound"}
+        if repo in self.gated:
+            return 401, b'{"error": "gated"}', {"X-Error-Code": "GatedRepo"}
+        return None
+
+    def _tree(self, h, repo: str, head: bool) -> None:
+        if (err := self._repo_error(repo)) is not None:
+            return self._send(h, *err, head=head)
+        folder = self.repos[repo]
+        rows = []
+        for name in sorted(os.listdir(folder)):
+            p = os.path.join(folder, name)
+            if os.path.isfile(p):
+                size = os.path.getsize(p)
+                oid = hashlib.sha1(name.encode()).hexdigest()
+                row = {"type": "file", "path": name, "size": size, "oid": oid}
+                if name.endswith((".safetensors", ".gguf")):
+                    row["lfs"] = {"size": size, "oid": hashlib.sha256(name.encode()).hexdigest(), "pointerSize": 134}
+                rows.append(row)
+        self._send(h, 200, json.dumps(rows).encode(), {"Content-Type": "application/json"}, head)
+
+    def _file(self, h, repo: str, name: str, head: bool) -> None:
+        if (err := self._repo_error(repo)) is not None:
+            return self._send(h, *err, head=head)
+        p = os.path.join(self.repos[repo], name)
+        if "/" in name or not os.path.isfile(p):
+            return self._send(h, 404, b"entry not found", {"X-Error-Code": "EntryNotFound"}, head)
+        size = os.path.getsize(p)
+        etag = '"' + hashlib.sha256(name.encode()).hexdigest() + '"'
+        base = {"ETag": etag, "X-Repo-Commit": COMMIT, "Accept-Ranges": "bytes", "X-Linked-Size": str(size),
+                "X-Linked-Etag": etag}
+        rng = h.headers.get("Range")
+        if head:
+            return self._send(h, 200, b"", {**base, "Content-Length": str(size)}, head=True)
+        with open(p, "rb") as f:
+            if rng:
+                m = re.match(r"bytes=(\d+)-(\d*)$", rng)
+                start = int(m.group(1))
+                end = min(int(m.group(2)) if m.group(2) else size - 1, size - 1)
+                f.seek(start)
+                body = f.read(max(0, end - start + 1))
+                return self._send(h, 206, body, {**base, "Content-Range": f"bytes {start}-{end}/{size}"})
+            body = f.read()
+        self._send(h, 200, body, base)
