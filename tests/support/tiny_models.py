@@ -1,0 +1,51 @@
+"""Tiny real models built by transformers from a config (random weights) and saved with
+`save_pretrained`: the cross-check peers for inspect (and later validate)."""
+
+from __future__ import annotations
+
+import os
+
+
+def tiny_configs() -> dict:
+    from transformers import DeepseekV3Config, KimiLinearConfig, LlamaConfig, NemotronHConfig, Qwen3NextConfig
+
+    ids = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+    return {
+        # 1-based Kimi layer lists, the way the released checkpoints write them: layers 3 and 6 are MLA
+        "kimi_linear": KimiLinearConfig(
+            vocab_size=256, hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=6,
+            num_attention_heads=4, num_key_value_heads=4, n_shared_experts=1, kv_lora_rank=16, q_lora_rank=None,
+            qk_rope_head_dim=8, v_head_dim=16, qk_nope_head_dim=16, num_local_experts=8, num_experts_per_tok=2,
+            linear_attn_config={"num_heads": 4, "head_dim": 16, "short_conv_kernel_size": 4,
+                                "full_attn_layers": [3, 6], "kda_layers": [1, 2, 4, 5]}, **ids),
+        "nemotron_h": NemotronHConfig(
+            vocab_size=256, hidden_size=64, layers_block_type=["mamba", "moe", "attention", "moe"],
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=128, mamba_num_heads=4,
+            mamba_head_dim=16, ssm_state_size=16, n_groups=2, n_routed_experts=8, num_experts_per_tok=2,
+            moe_intermediate_size=32, moe_shared_expert_intermediate_size=48, moe_latent_size=32, chunk_size=16,
+            **ids),
+        "deepseek_v3": DeepseekV3Config(
+            vocab_size=256, hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=3,
+            num_attention_heads=4, num_key_value_heads=4, n_shared_experts=1, n_routed_experts=8, kv_lora_rank=16,
+            q_lora_rank=32, qk_rope_head_dim=8, v_head_dim=16, qk_nope_head_dim=16, n_group=2, topk_group=1,
+            num_experts_per_tok=2, first_k_dense_replace=1, **ids),
+        "llama": LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, **ids),
+        "qwen3_next": Qwen3NextConfig(
+            vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=16, linear_key_head_dim=16, linear_value_head_dim=16,
+            linear_num_key_heads=2, linear_num_value_heads=4, moe_intermediate_size=32,
+            shared_expert_intermediate_size=32, num_experts=8, num_experts_per_tok=2, **ids),
+    }
+
+
+def build(name: str, folder: str, seed: int = 0):
+    """Build, save and return (model, folder)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(tiny_configs()[name])
+    os.makedirs(folder, exist_ok=True)
+    model.save_pretrained(folder)
+    return model
