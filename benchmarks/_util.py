@@ -1,0 +1,31 @@
+"""Small helpers shared by the benchmark scripts (timing, tables)."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # benchmarks reuse the tests' hub stand-in
+    sys.path.insert(0, str(ROOT))
+
+
+def timed(fn, repeat: int = 5) -> tuple[float, object]:
+    """Median wall time of `repeat` calls (after one warm-up) and the last result."""
+    result = fn()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), result
+
+
+def table(rows: list[list], header: list[str]) -> str:
+    cols = [header] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cols]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
