@@ -1,0 +1,351 @@
+"""A configurable hybrid decoder: per-layer mixer x FFN x residual, from a config mirroring config.json.
+
+The per-layer plan is data (`HybridConfig.plan()`), resolved once and printable:
+mixers `kda | mla | gqa | swa | lowrank_kv | gqa_headgate | gqa_indexer | none`,
+FFNs `dense | moe | latent_moe | none`, one residual kind for the model (archprobe.nn.residual).
+Parameter names follow the Kimi/K3 checkpoints (`self_attn`, `mlp` for dense, `block_sparse_moe`
+for MoE, `input_layernorm`, `self_attention_res_proj`, ...). Presets are functions below.
+Incremental decoding: `forward(ids, caches=..., use_cache=True)` returns per-layer caches (MLA
+latent, KDA state + conv, KV); generating token by token equals the full forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import torch
+from torch import nn
+
+from archprobe.nn.attention import Attention
+from archprobe.nn.dynamic import HeadGate, Indexer
+from archprobe.nn.kda import KimiDeltaAttention
+from archprobe.nn.kv_compression import LowRankKVAttention
+from archprobe.nn.mla import MultiHeadLatentAttention
+from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
+from archprobe.nn.norm import RMSNorm
+from archprobe.nn.residual import RESIDUALS, AttnResState, PseudoQuery
+
+MIXERS = ("kda", "mla", "gqa", "swa", "lowrank_kv", "gqa_headgate", "gqa_indexer", "none")
+FFNS = ("dense", "moe", "latent_moe", "none")
+
+
+@dataclass
+class HybridConfig:
+    """Field names are the upstream config.json keys; `mixer_types`/`ffn_types` are the plan.
+
+    Unknown keys given to `from_config_json` are kept in `extra`. Invalid combinations raise
+    ValueError naming the field.
+    """
+
+    vocab_size: int = 256
+    hidden_size: int = 64
+    num_hidden_layers: int = 2
+    rms_norm_eps: float = 1e-5
+    mixer_types: tuple[str, ...] = ()
+    ffn_types: tuple[str, ...] = ()
+    residual: str = "prenorm"
+    attn_res_block_size: int | None = None
+    tie_word_embeddings: bool = False
+    # softmax attention
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 4
+    head_dim: int = 16
+    rope_theta: float | None = 10000.0
+    sliding_window: int | None = None
+    qk_norm: bool = False
+    attn_output_gate: bool = False
+    kv_compression_rank: int | None = None
+    head_gate_mode: str = "hard"
+    head_gate_keep: int | None = None
+    index_n_heads: int = 2
+    index_head_dim: int = 16
+    index_topk: int = 8
+    # MLA
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 16
+    qk_nope_head_dim: int = 16
+    qk_rope_head_dim: int = 8
+    v_head_dim: int = 16
+    mla_use_nope: bool = True
+    mla_use_output_gate: bool = False
+    mla_form: str = "naive"
+    # KDA
+    linear_num_heads: int = 4
+    linear_head_dim: int = 16
+    short_conv_kernel_size: int = 4
+    kda_gate: str = "bounded"
+    gate_lower_bound: float = -5.0
+    use_full_rank_gate: bool = True
+    a_log_len: int | None = None
+    kda_chunk_size: int = 64
+    # FFN / MoE
+    intermediate_size: int = 128
+    hidden_act: str = "silu"
+    activation_situ_beta: float = 4.0
+    activation_situ_linear_beta: float = 25.0
+    gated_ffn: bool = True
+    num_experts: int = 8
+    num_experts_per_token: int = 2
+    moe_intermediate_size: int = 32
+    num_shared_experts: int = 1
+    shared_expert_width: int | None = None
+    routed_expert_hidden_size: int | None = None
+    latent_moe_use_norm: bool = False
+    latent_names: tuple[str, str, str] = ("routed_expert_down_proj", "routed_expert_up_proj", "routed_expert_norm")
+    moe_routing_space: str = "hidden"
+    moe_router_activation_func: str = "sigmoid"
+    moe_router_bias: bool = True
+    moe_renormalize: bool = True
+    routed_scaling_factor: float = 1.0
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        n = self.num_hidden_layers
+        self.mixer_types = tuple(self.mixer_types) or ("gqa",) * n
+        self.ffn_types = tuple(self.ffn_types) or ("dense",) * n
+        for name, values, allowed in (("mixer_types", self.mixer_types, MIXERS), ("ffn_types", self.ffn_types, FFNS)):
+            if len(values) != n:
+                raise ValueError(f"{name} has {len(values)} entries, num_hidden_layers is {n}")
+            bad = [v for v in values if v not in allowed]
+            if bad:
+                raise ValueError(f"{name}: unknown kind(s) {bad}; known: {allowed}")
+        if self.residual not in RESIDUALS:
+            raise ValueError(f"residual: {self.residual!r} is not one of {RESIDUALS}")
+        if self.residual == "attnres_block" and not self.attn_res_block_size:
+            raise ValueError("residual='attnres_block' needs attn_res_block_size")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"hidden_act: {self.hidden_act!r} is not one of {ACTIVATIONS}")
+
+    def plan(self) -> list[tuple[str, str, str]]:
+        return [(m, f, self.residual) for m, f in zip(self.mixer_types, self.ffn_types, strict=True)]
+
+    @classmethod
+    def from_config_json(cls, cfg: dict) -> HybridConfig:
+        """From a Kimi Linear / K3 style config.json (nested text_config and 1-based layer lists resolved)."""
+        text = cfg.get("text_config") or cfg
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in text.items() if k in known}
+        lac = text.get("linear_attn_config") or {}
+        n = text["num_hidden_layers"]
+        if lac:
+            kw.update(linear_num_heads=lac.get("num_heads", 4), linear_head_dim=lac.get("head_dim", 16),
+                      short_conv_kernel_size=lac.get("short_conv_kernel_size", 4))
+            if "gate_lower_bound" in lac:
+                kw.update(kda_gate="bounded", gate_lower_bound=lac["gate_lower_bound"])
+            else:
+                kw["kda_gate"] = "softplus"
+            kw["use_full_rank_gate"] = bool(lac.get("use_full_rank_gate", False))
+            full = set(lac.get("full_attn_layers", []))
+            kw["mixer_types"] = tuple("mla" if i + 1 in full else "kda" for i in range(n))
+        first_dense = text.get("first_k_dense_replace", 0)
+        moe = "latent_moe" if text.get("routed_expert_hidden_size") else "moe"
+        if text.get("num_experts"):
+            kw["ffn_types"] = tuple("dense" if i < first_dense else moe for i in range(n))
+        if text.get("attn_res_block_size"):
+            kw["residual"] = "attnres_block"
+        if "num_shared_experts" in text:
+            kw["shared_expert_width"] = text["num_shared_experts"] * text.get("moe_intermediate_size", 0) or None
+        kw["rope_theta"] = None if text.get("mla_use_nope") else text.get("rope_theta", 10000.0)
+        kw["extra"] = {k: v for k, v in text.items() if k not in known}
+        return cls(**kw)
+
+
+def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
+    H = cfg.hidden_size
+    if kind == "kda":
+        return KimiDeltaAttention(H, cfg.linear_num_heads, cfg.linear_head_dim, conv_kernel=cfg.short_conv_kernel_size,
+                                  gate=cfg.kda_gate, gate_lower_bound=cfg.gate_lower_bound,
+                                  output_gate="full_rank" if cfg.use_full_rank_gate else "low_rank",
+                                  a_log_len=cfg.a_log_len, norm_eps=cfg.rms_norm_eps, chunk_size=cfg.kda_chunk_size)
+    if kind == "mla":
+        return MultiHeadLatentAttention(H, cfg.num_attention_heads, kv_lora_rank=cfg.kv_lora_rank,
+                                        q_lora_rank=cfg.q_lora_rank, nope_dim=cfg.qk_nope_head_dim,
+                                        rope_dim=cfg.qk_rope_head_dim, v_dim=cfg.v_head_dim,
+                                        rope_theta=None if cfg.mla_use_nope else cfg.rope_theta,
+                                        output_gate=cfg.mla_use_output_gate, form=cfg.mla_form)
+    heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    if kind == "lowrank_kv":
+        return LowRankKVAttention(H, heads, kvh, d, cfg.kv_compression_rank or d, cfg.rope_theta)
+    if kind in ("gqa", "swa", "gqa_headgate", "gqa_indexer"):
+        gate = HeadGate(H, heads, cfg.head_gate_mode, cfg.head_gate_keep) if kind == "gqa_headgate" else None
+        idx = Indexer(H, cfg.index_n_heads, cfg.index_head_dim, cfg.index_topk) if kind == "gqa_indexer" else None
+        window = cfg.sliding_window if kind == "swa" else None
+        return Attention(H, heads, kvh, d, rope_theta=cfg.rope_theta, window=window,
+                         qk_norm=cfg.qk_norm, output_gate=cfg.attn_output_gate, head_gate=gate, indexer=idx,
+                         norm_eps=cfg.rms_norm_eps)
+    return None
+
+
+def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
+    H, betas = cfg.hidden_size, (cfg.activation_situ_beta, cfg.activation_situ_linear_beta)
+    if kind == "dense":
+        return MLP(H, cfg.intermediate_size, cfg.hidden_act, cfg.gated_ffn, betas)
+    if kind in ("moe", "latent_moe"):
+        shared = cfg.shared_expert_width if cfg.shared_expert_width is not None else (
+            cfg.num_shared_experts * cfg.moe_intermediate_size)
+        return MoE(H, cfg.num_experts, cfg.num_experts_per_token, cfg.moe_intermediate_size,
+                   activation=cfg.hidden_act, gated=cfg.gated_ffn, score=cfg.moe_router_activation_func,
+                   router_bias=cfg.moe_router_bias, renormalize=cfg.moe_renormalize, scale=cfg.routed_scaling_factor,
+                   shared_width=shared or None,
+                   latent_size=cfg.routed_expert_hidden_size if kind == "latent_moe" else None,
+                   routing_space=cfg.moe_routing_space, latent_norm=cfg.latent_moe_use_norm,
+                   latent_names=cfg.latent_names, situ_betas=betas, norm_eps=cfg.rms_norm_eps)
+    return None
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: HybridConfig, index: int):
+        super().__init__()
+        H, eps = cfg.hidden_size, cfg.rms_norm_eps
+        mixer_kind, ffn_kind = cfg.mixer_types[index], cfg.ffn_types[index]
+        self.index, self.residual = index, cfg.residual
+        self.self_attn = _mixer(cfg, mixer_kind)
+        if self.self_attn is not None:
+            self.input_layernorm = RMSNorm(H, eps)
+        ffn = _ffn(cfg, ffn_kind)
+        if ffn is not None:
+            self.post_attention_layernorm = RMSNorm(H, eps)
+        if ffn_kind == "dense":
+            self.mlp = ffn
+        elif ffn is not None:
+            self.block_sparse_moe = ffn
+        if cfg.residual.startswith("attnres"):
+            self.self_attention_res = PseudoQuery(H)
+            self.mlp_res = PseudoQuery(H)
+        elif cfg.residual == "gated":
+            self.attn_res_gate = nn.Parameter(torch.ones(H))
+            self.mlp_res_gate = nn.Parameter(torch.ones(H))
+        elif cfg.residual == "depth_weights":
+            w = torch.zeros(index + 2)
+            w[-1] = 1.0
+            self.dwa_weights = nn.Parameter(w)
+
+    @property
+    def ffn(self) -> nn.Module | None:
+        return getattr(self, "mlp", None) or getattr(self, "block_sparse_moe", None)
+
+    def mixer_out(self, x, cache, use_cache):
+        if self.self_attn is None:
+            return torch.zeros_like(x), None
+        return self.self_attn(self.input_layernorm(x), cache=cache, use_cache=use_cache)
+
+    def ffn_out(self, x):
+        f = self.ffn
+        return torch.zeros_like(x) if f is None else f(self.post_attention_layernorm(x))
+
+
+class HybridDecoder(nn.Module):
+    """Embedding -> layers (plan from the config) -> [AttnRes output mix] -> norm -> lm_head."""
+
+    def __init__(self, cfg: HybridConfig):
+        super().__init__()
+        self.config = cfg
+        H = cfg.hidden_size
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, H)
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(H, cfg.rms_norm_eps)
+        if cfg.residual.startswith("attnres"):
+            self.output_attn_res = PseudoQuery(H)
+        self.lm_head = nn.Linear(H, cfg.vocab_size, bias=False)
+        if cfg.tie_word_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+
+    def plan(self) -> list[tuple[str, str, str]]:
+        return self.config.plan()
+
+    def hidden_states(self, x: torch.Tensor, caches=None, use_cache: bool = False, layer_hook=None):
+        """Run the layers on embeddings x [B, T, H]; returns (final hidden before lm_head, caches)."""
+        cfg = self.config
+        caches = list(caches) if caches is not None else [None] * len(self.layers)
+        new_caches = []
+        if cfg.residual.startswith("attnres"):
+            state = AttnResState(x, cfg.attn_res_block_size if cfg.residual == "attnres_block" else None)
+            for i, layer in enumerate(self.layers):
+                a_in = state.before_attention(layer.self_attention_res, i)
+                a, c = layer.mixer_out(a_in, caches[i], use_cache)
+                state.add(a)
+                m = layer.ffn_out(state.before_ffn(layer.mlp_res))
+                state.add(m)
+                new_caches.append(c)
+                if layer_hook:
+                    layer_hook(i, state.partial if state.partial is not None else m)
+            out = state.before_ffn(self.output_attn_res)
+        else:
+            history = [x]
+            for i, layer in enumerate(self.layers):
+                a, c = layer.mixer_out(x, caches[i], use_cache)
+                if cfg.residual == "gated":
+                    x = x + layer.attn_res_gate * a
+                    x = x + layer.mlp_res_gate * layer.ffn_out(x)
+                else:
+                    x = x + a
+                    x = x + layer.ffn_out(x)
+                if cfg.residual == "depth_weights":  # h_{i+1} = block output; mix h_0..h_{i+1}
+                    history.append(x)
+                    x = torch.einsum("n,n...->...", layer.dwa_weights.to(x.dtype), torch.stack(history))
+                new_caches.append(c)
+                if layer_hook:
+                    layer_hook(i, x)
+            out = x
+        return self.norm(out), new_caches
+
+    def forward(self, input_ids: torch.Tensor, caches=None, use_cache: bool = False):
+        h, new_caches = self.hidden_states(self.embed_tokens(input_ids), caches, use_cache)
+        logits = self.lm_head(h)
+        return (logits, new_caches) if use_cache or caches is not None else logits
+
+
+def tiny_k3(**over) -> HybridConfig:
+    """K3's design at toy width: KDA x3 + Gated MLA (NoPE), Stable LatentMoE with SiTU, Block AttnRes."""
+    n = over.pop("num_hidden_layers", 6)
+    kw = dict(vocab_size=256, hidden_size=64, num_hidden_layers=n,
+              mixer_types=tuple("mla" if (i + 1) % 4 == 0 or i == n - 1 else "kda" for i in range(n)),
+              ffn_types=("dense",) + ("latent_moe",) * (n - 1), residual="attnres_block", attn_res_block_size=2,
+              num_attention_heads=4, q_lora_rank=32, kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8,
+              v_head_dim=16, mla_use_nope=True, mla_use_output_gate=True, linear_num_heads=4, linear_head_dim=16,
+              kda_gate="bounded", use_full_rank_gate=True, a_log_len=8, intermediate_size=128, hidden_act="situ",
+              num_experts=8, num_experts_per_token=2, moe_intermediate_size=32, shared_expert_width=64,
+              routed_expert_hidden_size=32, latent_moe_use_norm=True, moe_router_activation_func="sigmoid")
+    kw.update(over)
+    return HybridConfig(**kw)
+
+
+def tiny_kimi_linear(**over) -> HybridConfig:
+    """Kimi Linear's design: KDA (unbounded softplus gate, low-rank output gate) + MLA, MoE, pre-norm."""
+    n = over.pop("num_hidden_layers", 4)
+    kw = dict(num_hidden_layers=n, mixer_types=tuple("mla" if (i + 1) % 4 == 0 else "kda" for i in range(n)),
+              ffn_types=("dense",) + ("moe",) * (n - 1), residual="prenorm", kda_gate="softplus",
+              use_full_rank_gate=False, mla_use_nope=True, hidden_act="silu", num_shared_experts=1)
+    kw.update(over)
+    return HybridConfig(**kw)
+
+
+def tiny_nemotron_latent(**over) -> HybridConfig:
+    """Nemotron-3 Super's LatentMoE: GQA + latent MoE routed in hidden space, ReLU^2, no latent norm."""
+    n = over.pop("num_hidden_layers", 4)
+    kw = dict(num_hidden_layers=n, mixer_types=("gqa", "none") * (n // 2), ffn_types=("none", "latent_moe") * (n // 2),
+              num_key_value_heads=2, hidden_act="relu2", gated_ffn=False, routed_expert_hidden_size=32,
+              latent_moe_use_norm=False, latent_names=("fc1_latent_proj", "fc2_latent_proj", "latent_norm"),
+              shared_expert_width=48)
+    kw.update(over)
+    return HybridConfig(**kw)
+
+
+def variant(name: str, **over) -> HybridConfig:
+    """The design notes' hypotheses as presets, each a small change to a GQA + MoE baseline."""
+    base = dict(num_hidden_layers=4, ffn_types=("moe",) * 4, num_key_value_heads=2)
+    presets = {
+        "baseline": {},
+        "kv_compression": dict(mixer_types=("lowrank_kv",) * 4, kv_compression_rank=16),
+        "head_gate": dict(mixer_types=("gqa_headgate",) * 4, head_gate_mode="hard", head_gate_keep=2),
+        "indexer": dict(mixer_types=("gqa_indexer",) * 4, index_topk=8),
+        "latent_routing": dict(ffn_types=("latent_moe",) * 4, routed_expert_hidden_size=32,
+                               moe_routing_space="latent"),
+        "gated_residual": dict(residual="gated"),
+        "depth_weights": dict(residual="depth_weights"),
+        "attnres_full": dict(residual="attnres_full"),
+        "attnres_block": dict(residual="attnres_block", attn_res_block_size=2),
+    }
+    if name not in presets:
+        raise ValueError(f"unknown variant {name!r}; known: {sorted(presets)}")
+    return HybridConfig(**{**base, **presets[name], **over})

@@ -1,0 +1,164 @@
+"""Mixture-of-experts FFNs: token-space MoE, LatentMoE (routing in hidden or latent space), shared
+experts, and the dense MLP they are built from.
+
+* MoE (DeepSeek-V3, Kimi Linear): router on x; top-k experts on x; plus shared experts on x.
+* LatentMoE, routing in hidden space (Nemotron-3 Super, K3 "Stable" LatentMoE): router on x;
+  z = down(x) (latent L < H); experts on z; sum; [RMSNorm_L (K3)]; up(sum) back to H; shared on x.
+* LatentMoE, routing in latent space (the design notes' hypothesis): z = down(x); router on z.
+Experts are stored stacked ([E, F, L] / [E, L, F]) so dispatch needs no per-call copy; loading a
+checkpoint's per-expert tensors stacks them (archprobe.validate's sanitize step). Expert
+computation sorts tokens by expert (`ops.moe.moe_dispatch`); `dispatch=False` uses the dense
+all-expert reference instead. `last_routing` keeps the latest choice for `routing_stats()`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from archprobe.nn.norm import RMSNorm
+from archprobe.ops.moe import moe_dense_reference, moe_dispatch, moe_route, routing_stats
+from archprobe.ops.situ import situ_glu
+
+ACTIVATIONS = ("silu", "situ", "relu2", "gelu")
+
+
+def glu(activation: str, situ_betas=(4.0, 25.0)):
+    """(gate, up) -> hidden for gated activations; None for non-gated ones."""
+    if activation == "silu":
+        return lambda g, u: F.silu(g) * u
+    if activation == "gelu":
+        return lambda g, u: F.gelu(g, approximate="tanh") * u
+    if activation == "situ":
+        return lambda g, u: situ_glu(g, u, beta=situ_betas[0], linear_beta=situ_betas[1])
+    return None
+
+
+def plain(activation: str):
+    if activation == "relu2":
+        return lambda u: F.relu(u).square()
+    if activation == "silu":
+        return F.silu
+    raise ValueError(f"activation {activation!r} has no non-gated form here")
+
+
+class MLP(nn.Module):
+    """Dense FFN: down(act(gate x) * up x) when gated, down(act(up x)) otherwise."""
+
+    def __init__(self, hidden: int, width: int, activation: str = "silu", gated: bool = True, situ_betas=(4.0, 25.0)):
+        super().__init__()
+        if gated:
+            self.gate_proj = nn.Linear(hidden, width, bias=False)
+        self.up_proj = nn.Linear(hidden, width, bias=False)
+        self.down_proj = nn.Linear(width, hidden, bias=False)
+        self.act = glu(activation, situ_betas) if gated else plain(activation)
+        self.gated = gated
+
+    def forward(self, x):
+        if self.gated:
+            return self.down_proj(self.act(self.gate_proj(x), self.up_proj(x)))
+        return self.down_proj(self.act(self.up_proj(x)))
+
+
+class ExpertBank(nn.Module):
+    """E experts, stacked: gate_proj/up_proj [E, F, L], down_proj [E, L, F]."""
+
+    def __init__(self, num_experts: int, in_width: int, width: int, activation: str, gated: bool,
+                 situ_betas=(4.0, 25.0)):
+        super().__init__()
+        scale = in_width ** -0.5
+        if gated:
+            self.gate_proj = nn.Parameter(torch.randn(num_experts, width, in_width) * scale)
+        self.up_proj = nn.Parameter(torch.randn(num_experts, width, in_width) * scale)
+        self.down_proj = nn.Parameter(torch.randn(num_experts, in_width, width) * width ** -0.5)
+        self.gated, self.num_experts = gated, num_experts
+        self.act = glu(activation, situ_betas) if gated else plain(activation)
+
+    def run(self, x: torch.Tensor, e: int) -> torch.Tensor:
+        if self.gated:
+            h = self.act(x @ self.gate_proj[e].T, x @ self.up_proj[e].T)
+        else:
+            h = self.act(x @ self.up_proj[e].T)
+        return h @ self.down_proj[e].T
+
+
+class Router(nn.Module):
+    """`gate.weight` [E, in] and the selection bias `gate.e_score_correction_bias` [E] (float32)."""
+
+    def __init__(self, in_width: int, num_experts: int, bias: bool):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(num_experts, in_width) * in_width ** -0.5)
+        if bias:
+            self.e_score_correction_bias = nn.Parameter(torch.zeros(num_experts), requires_grad=False)
+
+    def forward(self, x):
+        return F.linear(x.float(), self.weight.float())
+
+
+class MoE(nn.Module):
+    def __init__(self, hidden: int, num_experts: int, top_k: int, expert_width: int, *, activation: str = "silu",
+                 gated: bool = True, score: str = "sigmoid", router_bias: bool = True, renormalize: bool = True,
+                 scale: float = 1.0, groups: int = 1, topk_groups: int = 1, shared_width: int | None = None,
+                 latent_size: int | None = None, routing_space: str = "hidden", latent_norm: bool = False,
+                 latent_names: tuple[str, str, str] = ("routed_expert_down_proj", "routed_expert_up_proj",
+                                                       "routed_expert_norm"),
+                 situ_betas=(4.0, 25.0), norm_eps: float = 1e-5, dispatch: bool = True):
+        super().__init__()
+        if routing_space not in ("hidden", "latent"):
+            raise ValueError(f"routing_space must be 'hidden' or 'latent', not {routing_space!r}")
+        if routing_space == "latent" and not latent_size:
+            raise ValueError("routing_space='latent' needs latent_size")
+        L = latent_size or hidden
+        self.top_k, self.score, self.renormalize, self.scale = top_k, score, renormalize, scale
+        self.groups, self.topk_groups, self.dispatch = groups, topk_groups, dispatch
+        self.routing_space, self.latent_names = routing_space, latent_names
+        self.num_experts = num_experts
+        self.gate = Router(L if routing_space == "latent" else hidden, num_experts, router_bias)
+        self.experts = ExpertBank(num_experts, L, expert_width, activation, gated, situ_betas)
+        if latent_size:
+            setattr(self, latent_names[0], nn.Linear(hidden, latent_size, bias=False))
+            setattr(self, latent_names[1], nn.Linear(latent_size, hidden, bias=False))
+            if latent_norm:
+                setattr(self, latent_names[2], RMSNorm(latent_size, eps=norm_eps))
+        self.latent_size, self.latent_norm = latent_size, latent_norm
+        if shared_width:
+            self.shared_experts = MLP(hidden, shared_width, activation, gated, situ_betas)
+        self.last_routing: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.pinned_experts: torch.Tensor | None = None   # validate --pin-routing feeds a reference's choice
+
+    def route(self, r_in: torch.Tensor):
+        bias = getattr(self.gate, "e_score_correction_bias", None)
+        weights, experts = moe_route(self.gate(r_in), self.top_k, score=self.score, bias=bias,
+                                     renormalize=self.renormalize, scale=self.scale, groups=self.groups,
+                                     topk_groups=self.topk_groups)
+        if self.pinned_experts is not None:
+            experts = self.pinned_experts.to(experts.device)
+            scores = torch.sigmoid(self.gate(r_in)) if self.score == "sigmoid" else torch.softmax(self.gate(r_in), -1)
+            weights = scores.gather(-1, experts)
+            if self.renormalize:
+                weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
+            weights = weights * self.scale
+        return weights, experts
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        xf = x.reshape(-1, shape[-1])
+        z = getattr(self, self.latent_names[0])(xf) if self.latent_size else xf
+        weights, experts = self.route(z if self.routing_space == "latent" else xf)
+        self.last_routing = (experts.detach(), weights.detach())
+        run = moe_dispatch if self.dispatch else moe_dense_reference
+        y = run(z, weights, experts, self.experts.run, self.num_experts)
+        if self.latent_size:
+            if self.latent_norm:
+                y = getattr(self, self.latent_names[2])(y)
+            y = getattr(self, self.latent_names[1])(y)
+        if hasattr(self, "shared_experts"):
+            y = y + self.shared_experts(xf)
+        return y.reshape(shape)
+
+    def routing_stats(self) -> dict:
+        if self.last_routing is None:
+            raise RuntimeError("no forward pass yet")
+        experts, weights = self.last_routing
+        return routing_stats(experts, weights, self.num_experts)

@@ -1,0 +1,39 @@
+"""RMSNorm (Llama-style: normalise in float32, cast back, then the gain) and the head-wise gated
+RMSNorm of KDA (`o_norm`: float32 throughout, times sigmoid(gate))."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
+
+
+class GatedRMSNorm(nn.Module):
+    """o = RMSNorm(x) * sigmoid(gate), one weight [d] shared by all heads (x, gate: [..., heads, d])."""
+
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()
+        return (h * torch.sigmoid(gate.float())).to(x.dtype)
+
+
+def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """x / sqrt(sum x^2 + eps) in float32 (the FLA convention: eps inside the root)."""
+    x = x.float()
+    return x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + eps)

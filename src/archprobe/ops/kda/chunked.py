@@ -1,0 +1,95 @@
+"""KDA, chunked: an exact rewrite of `kda_recurrent` as matmuls over chunks of C tokens.
+
+spec/kimi-k3.md section 2.1(a) step 7 (the WY representation, as in FLA's chunk_kda). Within a chunk,
+with G the cumulative log-decay (per key channel) and A(X, Y)[r, s] = sum_c x_r[c] y_s[c] exp(G_r[c] - G_s[c]):
+
+    L = beta_r * A(K, K) strictly below the diagonal;  (I + L) [W | U] = [beta exp(G) K | beta V]
+    V' = U - W S;   O = (Q exp(G)) S + tril(A(Q, K)) V';   S = exp(G_last) S + (exp(G_last - G) K)^T V'
+
+Numerics: exp(G_r - G_s) is never formed from exp(G_r) * exp(-G_s) over a whole chunk (that overflows
+once the decay sums past ~88). A is computed in sub-blocks of S <= 16 tokens: inside a diagonal
+sub-block from the differences themselves ([S, S, K], exact for any decay); between sub-blocks as a
+matmul of two factors that are both <= 1, using the start of the later sub-block as the reference
+point. The triangular system is solved once per chunk, batched (torch.linalg.solve_triangular).
+Legend: B batch, T tokens, H heads, K key dim, V value dim, N chunks, C chunk size.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+SUB = 16
+
+
+def _decayed_products(x_BHNCK, y_BHNCK, G_BHNCK, include_diagonal: bool):
+    """A(X, Y) [B, H, N, C, C], lower triangular (strictly, unless include_diagonal)."""
+    B, H, N, C, K = x_BHNCK.shape
+    s = min(SUB, C)
+    n_sub = C // s
+    out = x_BHNCK.new_zeros(B, H, N, C, C)
+    xs = x_BHNCK.view(B, H, N, n_sub, s, K)
+    ys = y_BHNCK.view(B, H, N, n_sub, s, K)
+    Gs = G_BHNCK.view(B, H, N, n_sub, s, K)
+    # diagonal sub-blocks: exact decay from differences, masked before exp (no inf * 0)
+    diff = Gs.unsqueeze(-2) - Gs.unsqueeze(-3)                      # [.., s(r), s(s), K]
+    keep = torch.ones(s, s, dtype=torch.bool, device=x_BHNCK.device).tril(0 if include_diagonal else -1)
+    decay = torch.where(keep[..., None], diff, torch.full_like(diff, -float("inf"))).exp()
+    diag = torch.einsum("bhnirc,bhnisc,bhnirsc->bhnirs", xs, ys, decay)
+    for i in range(n_sub):
+        out[..., i * s:(i + 1) * s, i * s:(i + 1) * s] = diag[:, :, :, i]
+        if i == 0:
+            continue
+        ref = G_BHNCK[:, :, :, i * s - 1].unsqueeze(-2)              # G at the end of the previous block
+        xf = xs[:, :, :, i] * (Gs[:, :, :, i] - ref).exp()             # <= 1
+        yf = y_BHNCK[:, :, :, :i * s] * (ref - G_BHNCK[:, :, :, :i * s]).exp()   # <= 1
+        out[..., i * s:(i + 1) * s, :i * s] = xf @ yf.transpose(-1, -2)
+    return out
+
+
+def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial_state=None,
+                output_final_state=False, chunk_size=64):
+    """Same contract as `kda_recurrent`; chunk_size a power of two (16, 32, 64, ...)."""
+    if chunk_size < 1 or (chunk_size > SUB and chunk_size % SUB):
+        raise ValueError(f"chunk_size {chunk_size} must be <= {SUB} or a multiple of {SUB}")
+    dt = torch.float64 if q_BTHK.dtype == torch.float64 else torch.float32
+    B, T, H, K = k_BTHK.shape
+    V = v_BTHV.shape[-1]
+    C = chunk_size
+    scale = K ** -0.5 if scale is None else scale
+    pad = (-T) % C
+    N = (T + pad) // C
+
+    def prep(x, last):  # [B, T, H, X] -> [B, H, N, C, X] in the compute dtype, zero-padded
+        x = x.to(dt).transpose(1, 2)
+        if pad:
+            x = F.pad(x, (0, 0, 0, pad))
+        return x.reshape(B, H, N, C, last)
+
+    q = prep(q_BTHK, K) * scale
+    k = prep(k_BTHK, K)
+    v = prep(v_BTHV, V)
+    g = prep(g_BTHK, K)
+    beta = prep(beta_BTH.unsqueeze(-1), 1)                          # [B, H, N, C, 1]
+    G = g.cumsum(dim=-2)
+    A_kk = _decayed_products(k, k, G, include_diagonal=False)
+    P_qk = _decayed_products(q, k, G, include_diagonal=True)
+    eye = torch.eye(C, dtype=dt, device=q.device)
+    system = eye + beta * A_kk                                       # unit lower triangular
+    rhs = torch.cat([beta * G.exp() * k, beta * v], dim=-1)          # [.., C, K + V]
+    WU = torch.linalg.solve_triangular(system, rhs, upper=False, unitriangular=True)
+    W, U = WU[..., :K], WU[..., K:]
+    q_decayed = q * G.exp()
+    G_last = G[..., -1:, :]                                          # [B, H, N, 1, K]
+    k_to_end = k * (G_last - G).exp()
+    decay_last = G_last.squeeze(-2).exp().unsqueeze(-1)              # [B, H, N, K, 1]
+    S = (torch.zeros(B, H, K, V, dtype=dt, device=q.device) if initial_state is None
+         else initial_state.to(dt).clone())
+    out = torch.empty(B, H, N, C, V, dtype=dt, device=q.device)
+    for n in range(N):
+        v_new = U[:, :, n] - W[:, :, n] @ S
+        out[:, :, n] = q_decayed[:, :, n] @ S + P_qk[:, :, n] @ v_new
+        S = decay_last[:, :, n] * S + k_to_end[:, :, n].transpose(-1, -2) @ v_new
+    o = out.reshape(B, H, N * C, V)[:, :, :T].transpose(1, 2).to(q_BTHK.dtype)
+    final = S if dt == torch.float64 else S.to(torch.float32)
+    return o, (final if output_final_state else None)

@@ -1,0 +1,100 @@
+"""Mixture of experts: routing, and two ways to run the chosen experts.
+
+`moe_route` (spec/ops.md): scores from logits in float32 (sigmoid or softmax); selection on
+score + bias when a selection bias is given, weights from the unbiased score; optional
+renormalisation (+1e-20) and scaling. `moe_dense_reference` runs every expert on every token
+(the plainest correct form); `moe_dispatch` sorts token slots by expert and runs one matmul pair per
+expert that has tokens (no dense all-expert compute). Legend: T tokens, D width, E experts, F expert
+width, K top-k.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+
+def moe_route(logits_TE: torch.Tensor, top_k: int, *, score: str = "sigmoid", bias=None, renormalize: bool = True,
+              scale: float = 1.0, groups: int = 1, topk_groups: int = 1):
+    """Returns (weights [T, K] float32, experts [T, K] int64).
+
+    With `groups` > 1 (DeepSeek-V3 group-limited routing), experts are chosen only inside the
+    `topk_groups` groups whose two best (biased) scores sum highest.
+    """
+    logits = logits_TE.float()
+    if score == "sigmoid":
+        scores = torch.sigmoid(logits)
+    elif score == "softmax":
+        scores = torch.softmax(logits, dim=-1)
+    else:
+        raise ValueError(f"score must be 'sigmoid' or 'softmax', not {score!r}")
+    choice = scores if bias is None else scores + bias.float()
+    if groups > 1:
+        T, E = choice.shape
+        if top_k > topk_groups * (E // groups):
+            raise ValueError(f"top_k {top_k} exceeds the {topk_groups} x {E // groups} experts of the chosen groups")
+        group_scores = choice.view(T, groups, E // groups).topk(min(2, E // groups), dim=-1).values.sum(-1)
+        keep = torch.zeros_like(group_scores, dtype=torch.bool)
+        keep.scatter_(1, group_scores.topk(topk_groups, dim=-1).indices, True)
+        choice = choice.masked_fill(~keep.repeat_interleave(E // groups, dim=1), float("-inf"))
+    experts = torch.topk(choice, top_k, dim=-1, sorted=True).indices
+    weights = scores.gather(-1, experts)
+    if renormalize:
+        weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
+    return weights * scale, experts
+
+
+ExpertFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def glu_expert(activation: Callable) -> Callable:
+    """Expert e on tokens x [n, L]: down_e(act(gate_e x, up_e x)) with stacked weights."""
+
+    def run(x, w_gate_EFL, w_up_EFL, w_down_ELF, e):
+        return activation(x @ w_gate_EFL[e].T, x @ w_up_EFL[e].T) @ w_down_ELF[e].T
+
+    return run
+
+
+def moe_dense_reference(x_TL, weights_TK, experts_TK, expert_fn, num_experts: int):
+    """Every expert on every token, combined with the routing weights (fp32 accumulation)."""
+    T = x_TL.shape[0]
+    full = torch.zeros(T, num_experts, dtype=torch.float32, device=x_TL.device)
+    full.scatter_(1, experts_TK, weights_TK.float())
+    out = None
+    for e in range(num_experts):
+        y = expert_fn(x_TL, e).float() * full[:, e:e + 1]
+        out = y if out is None else out + y
+    return out.to(x_TL.dtype)
+
+
+def moe_dispatch(x_TL, weights_TK, experts_TK, expert_fn, num_experts: int):
+    """Sort (token, slot) pairs by expert, run each expert once on its tokens, scatter-add back."""
+    T, K = experts_TK.shape
+    flat_e = experts_TK.reshape(-1)
+    order = torch.argsort(flat_e, stable=True)
+    token_of = order // K
+    counts = torch.bincount(flat_e, minlength=num_experts).tolist()
+    xs = x_TL.index_select(0, token_of)
+    w = weights_TK.reshape(-1).index_select(0, order).float().unsqueeze(-1)
+    ys = []
+    start = 0
+    for e, n in enumerate(counts):
+        if n:
+            ys.append(expert_fn(xs[start:start + n], e).float())
+        start += n
+    y = torch.cat(ys, dim=0) * w if ys else xs.new_zeros(0, x_TL.shape[-1])
+    out = torch.zeros(T, y.shape[-1], dtype=torch.float32, device=x_TL.device)
+    out.index_add_(0, token_of, y)
+    return out.to(x_TL.dtype)
+
+
+def routing_stats(experts_TK: torch.Tensor, weights_TK: torch.Tensor, num_experts: int) -> dict:
+    """Per-expert load, max/mean imbalance and the entropy of the load distribution (nats)."""
+    load = torch.bincount(experts_TK.reshape(-1), minlength=num_experts).float()
+    p = load / load.sum().clamp_min(1)
+    entropy = -(p[p > 0] * p[p > 0].log()).sum().item()
+    mean = load.mean().item()
+    return {"load": load.long().tolist(), "imbalance": (load.max().item() / mean) if mean else 0.0,
+            "entropy": entropy, "max_entropy": float(torch.log(torch.tensor(float(num_experts))))}
