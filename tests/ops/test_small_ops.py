@@ -69,15 +69,16 @@ def test_dispatch_equals_dense_reference_forward_and_backward():
                   torch.randn(E, L, F, requires_grad=True))
     x = torch.randn(T, L, requires_grad=True)
     w, e = moe_route(x.detach() @ torch.randn(L, E), K)
+    w.requires_grad_(True)  # the routing weights carry the router's gradient
     expert = glu_expert(lambda g, u: torch.nn.functional.silu(g) * u)
     outs, grads = [], []
     for run in (moe_dense_reference, moe_dispatch):
-        for t in (x, wg, wu, wd):
+        for t in (x, wg, wu, wd, w):
             t.grad = None
         y = run(x, w, e, lambda xs, i: expert(xs, wg, wu, wd, i), E)
         y.pow(2).sum().backward()
         outs.append(y)
-        grads.append([t.grad.clone() for t in (x, wg, wu, wd)])
+        grads.append([t.grad.clone() for t in (x, wg, wu, wd, w)])
     assert_close("same_algorithm", outs[0], outs[1])
     for a, b in zip(*grads, strict=True):
         assert_close("same_algorithm", a, b)

@@ -78,15 +78,18 @@ def moe_dispatch(x_TL, weights_TK, experts_TK, expert_fn, num_experts: int):
     counts = torch.bincount(flat_e, minlength=num_experts).tolist()
     xs = x_TL.index_select(0, token_of)
     w = weights_TK.reshape(-1).index_select(0, order).float().unsqueeze(-1)
-    ys = []
+    y = None
     start = 0
     for e, n in enumerate(counts):
         if n:
-            ys.append(expert_fn(xs[start:start + n], e).float())
+            ye = expert_fn(xs[start:start + n], e)
+            if y is None:  # output width known now; one buffer, no concatenation
+                y = torch.empty(T * K, ye.shape[-1], dtype=torch.float32, device=x_TL.device)
+            y[start:start + n] = ye
         start += n
-    y = torch.cat(ys, dim=0) * w if ys else xs.new_zeros(0, x_TL.shape[-1])
-    out = torch.zeros(T, y.shape[-1], dtype=torch.float32, device=x_TL.device)
-    out.index_add_(0, token_of, y)
+    out = torch.zeros(T, x_TL.shape[-1] if y is None else y.shape[-1], dtype=torch.float32, device=x_TL.device)
+    if y is not None:
+        out.index_add_(0, token_of, y.mul_(w))
     return out.to(x_TL.dtype)
 
 

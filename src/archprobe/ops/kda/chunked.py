@@ -7,10 +7,12 @@ with G the cumulative log-decay (per key channel) and A(X, Y)[r, s] = sum_c x_r[
     V' = U - W S;   O = (Q exp(G)) S + tril(A(Q, K)) V';   S = exp(G_last) S + (exp(G_last - G) K)^T V'
 
 Numerics: exp(G_r - G_s) is never formed from exp(G_r) * exp(-G_s) over a whole chunk (that overflows
-once the decay sums past ~88). A is computed in sub-blocks of S <= 16 tokens: inside a diagonal
-sub-block from the differences themselves ([S, S, K], exact for any decay); between sub-blocks as a
-matmul of two factors that are both <= 1, using the start of the later sub-block as the reference
-point. The triangular system is solved once per chunk, batched (torch.linalg.solve_triangular).
+once the decay sums past ~88). A is computed per sub-block of S <= 16 query rows as one matmul of
+two factors taken relative to a reference point at the start of that sub-block: the row factor is
+<= 1, the column factor <= 1 for earlier tokens and at most exp(the sub-block's own decay span)
+inside it (<= exp(80) with K3's -5 bound). When a sub-block's span exceeds that (unbounded gates),
+the exact but slower explicit form ([S, S, K] decay differences) is used instead. The triangular
+system is solved once per chunk, batched (torch.linalg.solve_triangular).
 Legend: B batch, T tokens, H heads, K key dim, V value dim, N chunks, C chunk size.
 """
 
@@ -20,10 +22,12 @@ import torch
 import torch.nn.functional as F
 
 SUB = 16
+MAX_SPAN = 80.0  # exp(80) ~ 5.5e34: far from float32's 3.4e38 even after a K-term sum
 
 
-def _decayed_products(x_BHNCK, y_BHNCK, G_BHNCK, include_diagonal: bool):
-    """A(X, Y) [B, H, N, C, C], lower triangular (strictly, unless include_diagonal)."""
+def _explicit_products(x_BHNCK, y_BHNCK, G_BHNCK, include_diagonal: bool):
+    """A(X, Y) [B, H, N, C, C] from the decay differences themselves (exact for any decay, slower):
+    diagonal sub-blocks through an [S, S, K] decay tensor, earlier sub-blocks through factors <= 1."""
     B, H, N, C, K = x_BHNCK.shape
     s = min(SUB, C)
     n_sub = C // s
@@ -31,7 +35,6 @@ def _decayed_products(x_BHNCK, y_BHNCK, G_BHNCK, include_diagonal: bool):
     xs = x_BHNCK.view(B, H, N, n_sub, s, K)
     ys = y_BHNCK.view(B, H, N, n_sub, s, K)
     Gs = G_BHNCK.view(B, H, N, n_sub, s, K)
-    # diagonal sub-blocks: exact decay from differences, masked before exp (no inf * 0)
     diff = Gs.unsqueeze(-2) - Gs.unsqueeze(-3)                      # [.., s(r), s(s), K]
     keep = torch.ones(s, s, dtype=torch.bool, device=x_BHNCK.device).tril(0 if include_diagonal else -1)
     decay = torch.where(keep[..., None], diff, torch.full_like(diff, -float("inf"))).exp()
@@ -45,6 +48,44 @@ def _decayed_products(x_BHNCK, y_BHNCK, G_BHNCK, include_diagonal: bool):
         yf = y_BHNCK[:, :, :, :i * s] * (ref - G_BHNCK[:, :, :, :i * s]).exp()   # <= 1
         out[..., i * s:(i + 1) * s, :i * s] = xf @ yf.transpose(-1, -2)
     return out
+
+
+def _decayed_products(q_BHNCK, k_BHNCK, G_BHNCK):
+    """(A(K, K) strictly lower, A(Q, K) lower incl. diagonal), each [B, H, N, C, C].
+
+    Fast path, per sub-block of s rows, with E_j = G at the end of sub-block j (E_-1 = 0):
+      exp(G_r - G_s) = exp(G_r - E_{i-1}) * exp(E_{i-1} - E_j) * exp(E_j - G_s)   (r in block i, s in j < i)
+    three factors <= 1, and inside a sub-block exp(G_r - G_s) = exp(G_r - E_{i-1}) * exp(E_{i-1} - G_s),
+    the second factor <= exp(MAX_SPAN). Three exps per element; the rest are products. When a
+    sub-block's decay span exceeds MAX_SPAN (unbounded gates), the explicit path is taken instead.
+    """
+    B, H, N, C, K = k_BHNCK.shape
+    s = min(SUB, C)
+    n = C // s
+    Gs = G_BHNCK.view(B, H, N, n, s, K)
+    end = Gs[..., -1, :]                                              # E_j  [B, H, N, n, K]
+    start = F.pad(end, (0, 0, 1, 0))[..., :n, :]                     # E_{i-1}
+    if (start - end).max() > MAX_SPAN:
+        return (_explicit_products(k_BHNCK, k_BHNCK, G_BHNCK, False),
+                _explicit_products(q_BHNCK, k_BHNCK, G_BHNCK, True))
+    row = (Gs - start.unsqueeze(-2)).exp()                           # <= 1, >= exp(-MAX_SPAN)
+    col = (end.unsqueeze(-2) - Gs).exp()                             # <= 1
+    ks = k_BHNCK.view(B, H, N, n, s, K)
+    xs = torch.stack([ks, q_BHNCK.view(B, H, N, n, s, K)]) * row     # [2, B, H, N, n, s, K]
+    # exp(E_{i-1} - G_s) <= exp(MAX_SPAN); an exp, not 1 / row, whose gradient (1 / row^2) would overflow
+    k_diag = (ks * (start.unsqueeze(-2) - Gs).exp()).transpose(-1, -2)   # [B, H, N, n, K, s]
+    k_col = (ks * col).transpose(-1, -2)
+    out = k_BHNCK.new_zeros(2, B, H, N, C, C)
+    diag = xs @ k_diag                                                # [2, B, H, N, n, s, s]
+    for i in range(n):
+        rows = slice(i * s, (i + 1) * s)
+        out[..., rows, rows] = diag[..., i, :, :]
+        if i:
+            pair = (start[..., i:i + 1, :] - end[..., :i, :]).exp()   # exp(E_{i-1} - E_j) <= 1, [.., i, K]
+            x = xs[..., i:i + 1, :, :] * pair.unsqueeze(-2)           # [2, B, H, N, i, s, K]
+            blocks = x @ k_col[..., :i, :, :]                         # [2, B, H, N, i, s, s]
+            out[..., rows, : i * s] = blocks.permute(0, 1, 2, 3, 5, 4, 6).reshape(2, B, H, N, s, i * s)
+    return out[0].tril_(-1), out[1].tril_(0)
 
 
 def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial_state=None,
@@ -72,14 +113,14 @@ def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial
     g = prep(g_BTHK, K)
     beta = prep(beta_BTH.unsqueeze(-1), 1)                          # [B, H, N, C, 1]
     G = g.cumsum(dim=-2)
-    A_kk = _decayed_products(k, k, G, include_diagonal=False)
-    P_qk = _decayed_products(q, k, G, include_diagonal=True)
+    A_kk, P_qk = _decayed_products(q, k, G)
     eye = torch.eye(C, dtype=dt, device=q.device)
     system = eye + beta * A_kk                                       # unit lower triangular
-    rhs = torch.cat([beta * G.exp() * k, beta * v], dim=-1)          # [.., C, K + V]
+    rhs_decay = G.exp()
+    rhs = torch.cat([beta * rhs_decay * k, beta * v], dim=-1)          # [.., C, K + V]
     WU = torch.linalg.solve_triangular(system, rhs, upper=False, unitriangular=True)
     W, U = WU[..., :K], WU[..., K:]
-    q_decayed = q * G.exp()
+    q_decayed = q * rhs_decay
     G_last = G[..., -1:, :]                                          # [B, H, N, 1, K]
     k_to_end = k * (G_last - G).exp()
     decay_last = G_last.squeeze(-2).exp().unsqueeze(-1)              # [B, H, N, K, 1]

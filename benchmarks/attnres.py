@@ -1,0 +1,39 @@
+"""Overhead of Block Attention Residuals over a plain pre-norm residual.
+
+A 12-layer decoder (GQA + dense SwiGLU FFN), D=512, T=1024, batch 1, fp32, forward only; the same
+model with `residual="attnres_block"` (block size 4, so 3 banked blocks + the embedding) and with
+`attnres_full`. Target: block AttnRes costs <= 10% over the plain residual.
+"""
+
+from __future__ import annotations
+
+import torch
+from _util import table, timed
+
+from archprobe.nn.decoder import HybridConfig, HybridDecoder
+
+
+def model(residual: str) -> HybridDecoder:
+    torch.manual_seed(0)
+    cfg = HybridConfig(vocab_size=1024, hidden_size=512, num_hidden_layers=12, num_attention_heads=8,
+                       num_key_value_heads=8, head_dim=64, intermediate_size=1536, residual=residual,
+                       attn_res_block_size=4 if residual == "attnres_block" else None)
+    return HybridDecoder(cfg).eval()
+
+
+def main():
+    ids = torch.randint(0, 1024, (1, 1024))
+    rows, times = [], {}
+    with torch.no_grad():
+        for residual in ("prenorm", "attnres_block", "attnres_full"):
+            m = model(residual)
+            t, _ = timed(lambda m=m: m(ids), repeat=5)
+            times[residual] = t
+    for residual, t in times.items():
+        rows.append([residual, f"{t:.3f}", f"{t / times['prenorm'] - 1:+.1%}"])
+    print(table(rows, ["residual", "seconds (median of 5)", "overhead vs prenorm"]))
+    print(f"\nblock AttnRes overhead: {times['attnres_block'] / times['prenorm'] - 1:.1%} (target <= 10%)")
+
+
+if __name__ == "__main__":
+    main()
