@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 SHORT = {"kda": "KDA", "mla": "MLA", "gqa": "GQA", "mha": "MHA", "mqa": "MQA", "mamba2": "Mamba2",
@@ -105,9 +106,9 @@ def render_inspect(doc: dict, console: Console | None = None) -> None:
         e = f["evidence"][0]
         shape = f" {e['shape']}" if e.get("shape") is not None else ""
         ft.add_row(f["id"], f"{f['confidence']:.2f}", str(len(f["layers"])) if f["layers"] else "model",
-                   attrs, f"{e['tensor']}{shape}: {e['why']}")
+                   escape(attrs), escape(f"{e['tensor']}{shape}: {e['why']}"))
     c.print(ft)
     for u in doc["unrecognized"]:
-        c.print(f"[yellow]unrecognized[/yellow] {u['pattern']} ({u['tensors']} tensors)")
+        c.print(f"[yellow]unrecognized[/yellow] {escape(u['pattern'])} ({u['tensors']} tensors)")
     for w in doc["warnings"]:
-        c.print(f"[yellow]warning[/yellow] {w}")
+        c.print(f"[yellow]warning[/yellow] {escape(w)}")

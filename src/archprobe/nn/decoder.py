@@ -289,9 +289,10 @@ class HybridDecoder(nn.Module):
             out = x
         return self.norm(out), new_caches
 
-    def forward(self, input_ids: torch.Tensor, caches=None, use_cache: bool = False):
+    def forward(self, input_ids: torch.Tensor, caches=None, use_cache: bool = False, logits_to_keep: int = 0):
+        """Logits [B, T, V] (only the last `logits_to_keep` positions when > 0, as serving engines do)."""
         h, new_caches = self.hidden_states(self.embed_tokens(input_ids), caches, use_cache)
-        logits = self.lm_head(h)
+        logits = self.lm_head(h[:, -logits_to_keep:] if logits_to_keep else h)
         return (logits, new_caches) if use_cache or caches is not None else logits
 
 

@@ -17,7 +17,7 @@ from archprobe.structure.tensors import TensorTable
 
 MIXER_IDS = {"kda": "linear_attention.kda", "gated_deltanet": "linear_attention.gated_deltanet",
              "mamba2": "ssm.mamba2", "mla": "attention.mla", "gqa": "attention.gqa",
-             "mha": "attention.mha", "mqa": "attention.mqa"}
+             "mha": "attention.mha", "mqa": "attention.mqa", "lowrank_kv": "attention.kv_compression"}
 ATTN_ATTRS = ("num_heads", "num_kv_heads", "head_dim")
 
 

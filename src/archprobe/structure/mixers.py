@@ -60,9 +60,18 @@ def _linear(group: dict[str, Entry], H: int, cfg: ModelConfig) -> MixerFinding |
     d_skip = find(group, "D")
     conv = next((e for e in group.values() if len(e.shape) == 3 and e.shape[1] == 1), None)
     kernel = conv.shape[-1] if conv is not None else cfg.get("short_conv_kernel_size") or cfg.get("conv_kernel")
+    conv_dim = conv.shape[0] if conv is not None else None
     if d_skip is not None and len(d_skip.shape) == 1:
         heads = d_skip.shape[0]
-        f = MixerFinding("mamba2", {"num_heads": heads, "state_size": cfg.get("ssm_state_size")},
+        norm = find(group, "norm")
+        d_inner = norm.shape[0] if norm is not None and len(norm.shape) == 1 else cfg.get("mamba_num_heads", 0) * (
+            cfg.get("mamba_head_dim") or 0) or None
+        groups = cfg.get("n_groups") or 1
+        state = cfg.get("ssm_state_size") or (
+            (conv_dim - d_inner) // (2 * groups) if conv_dim and d_inner and conv_dim > d_inner else None)
+        f = MixerFinding("mamba2", {"num_heads": heads, "head_dim": d_inner // heads if d_inner else None,
+                                    "state_size": state, "n_groups": groups, "conv_dim": conv_dim,
+                                    "conv_kernel": kernel},
                          [ev(d_skip, "per-head D skip vector: the Mamba-2 signature")])
         if a_log is not None:
             f.evidence.append(ev(a_log, f"per-head A_log ({heads})"))
@@ -96,8 +105,9 @@ def _linear(group: dict[str, Entry], H: int, cfg: ModelConfig) -> MixerFinding |
             f.attrs["a_log_stored"] = a_log.info.numel
         return f
     heads = dt_n or (a_log.info.numel if a_log is not None else None)
-    f = MixerFinding("gated_deltanet", {"num_heads": heads, "head_dim": cfg.get("linear_key_head_dim")},
-                     confidence=0.8)
+    f = MixerFinding("gated_deltanet", {"num_heads": heads, "head_dim": cfg.get("linear_key_head_dim"),
+                                        "value_head_dim": cfg.get("linear_value_head_dim"), "conv_dim": conv_dim,
+                                        "conv_kernel": kernel}, confidence=0.8)
     if dt is not None:
         f.evidence.append(ev(dt, f"per-head dt_bias ({dt_n}): scalar decay per head"))
     if a_log is not None:
@@ -117,6 +127,12 @@ def _attention(group: dict[str, Entry], H: int, cfg: ModelConfig) -> MixerFindin
         q_lora = next((t for t in triples if t is not kv[0] and t[0].shape[0] == t[2].shape[1]
                        and t[0] is not down), None)
         heads = cfg.num_heads
+        if norm is None and rope == 0:  # a shared low-rank K/V projection without MLA's latent norm / rope key
+            f = MixerFinding("lowrank_kv", {"ratio": round(r / H, 4), "rank": r, "cache_width_per_token": r,
+                                            "num_heads": heads},
+                             [ev(down, f"shared K/V down-projection H={H} -> {r}: cache width {r} vs hidden {H}"),
+                              ev(up, f"up-projection from the {r}-wide latent")], confidence=0.75)
+            return _finish(f, group, H, cfg)
         f = MixerFinding("mla", {"kv_lora_rank": r, "q_lora_rank": q_lora[2].shape[1] if q_lora else None,
                                  "rope_dim": rope, "cache_width_per_token": down.shape[0],
                                  "num_heads": heads}, confidence=0.95 if norm is not None else 0.75)
@@ -159,6 +175,11 @@ def _attention(group: dict[str, Entry], H: int, cfg: ModelConfig) -> MixerFindin
                 f.kind = "mqa" if kvh == 1 else "mha" if kvh == qh else "gqa"
     if f is None:
         return None
+    return _finish(f, group, H, cfg)
+
+
+def _finish(f: MixerFinding, group: dict[str, Entry], H: int, cfg: ModelConfig) -> MixerFinding:
+    """Output gate, head gate, sparse indexer and the output projection, for any softmax-attention kind."""
     gate = find(group, "g_proj")
     o = find(group, "o_proj", "out_proj", "wo", "dense")
     if gate is not None and len(gate.shape) == 2 and gate.shape[1] == H:
@@ -174,9 +195,11 @@ def _attention(group: dict[str, Entry], H: int, cfg: ModelConfig) -> MixerFindin
     idx = {r: e for r, e in group.items() if ".indexer." in "." + r}
     if idx:
         weights = next((e for r, e in idx.items() if "weights_proj" in r), None)
+        wk = next((e for r, e in idx.items() if r.endswith(("wk.weight", "wk"))), None)
         f.extras["attention.sparse_indexer"] = {
             "attrs": {"index_topk": cfg.get("index_topk"),
-                      "index_heads": cfg.get("index_n_heads") or (weights.shape[0] if weights else None)},
+                      "index_heads": cfg.get("index_n_heads") or (weights.shape[0] if weights else None),
+                      "index_dim": wk.shape[0] if wk is not None and len(wk.shape) == 2 else cfg.get("index_head_dim")},
             "evidence": [ev(e, "learned indexer that selects which KV entries each query reads")
                          for e in list(idx.values())[:3]]}
     if o is not None:

@@ -1,0 +1,84 @@
+"""Memory planner accuracy: predicted vs measured for reference-decoder configurations (larger than
+the tests'), and K3 at 4k / 128k / 1M next to the naive "parameters x bytes + full KV on every layer".
+
+Measured: a fresh process runs the prefill; exact cache bytes; peak RSS growth minus the framework's
+1-token footprint (see tests/memory/test_measured.py).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import torch
+from _util import table
+from tests.support.decoder_ckpt import measure, save_decoder
+
+from archprobe.memory import plan_memory
+from archprobe.nn.decoder import HybridConfig, HybridDecoder, tiny_k3, tiny_nemotron_latent, variant
+from archprobe.structure.inspect import inspect_checkpoint
+from archprobe.synthetic import K3Dims, write_k3_checkpoint
+
+WIDE = dict(vocab_size=32000, hidden_size=512)
+CONFIGS = {
+    "gqa": (HybridConfig(**WIDE, num_hidden_layers=6, num_attention_heads=8, num_key_value_heads=2, head_dim=64,
+                         intermediate_size=1024), [(1024, 1), (4096, 1)]),
+    "mla": (HybridConfig(**WIDE, num_hidden_layers=4, mixer_types=("mla",) * 4, q_lora_rank=128, kv_lora_rank=64),
+            [(2048, 1)]),
+    "kda": (HybridConfig(**WIDE, num_hidden_layers=4, mixer_types=("kda",) * 4, linear_num_heads=8,
+                         linear_head_dim=64), [(4096, 1)]),
+    "hybrid_k3": (tiny_k3(**WIDE, num_hidden_layers=8), [(1024, 2), (4096, 1)]),
+    "latent_moe": (tiny_nemotron_latent(**WIDE), [(2048, 1)]),
+    "attnres": (variant("attnres_block", **WIDE), [(2048, 1)]),
+    "sliding_window": (HybridConfig(**WIDE, num_hidden_layers=4, mixer_types=("swa", "swa", "swa", "gqa"),
+                                    sliding_window=256), [(4096, 1)]),
+    "lowrank_kv": (variant("kv_compression", **WIDE), [(2048, 2)]),
+}
+
+
+def accuracy_rows():
+    rows = []
+    for name, (cfg, runs) in CONFIGS.items():
+        with tempfile.TemporaryDirectory() as d:
+            torch.manual_seed(0)
+            doc = inspect_checkpoint(save_decoder(HybridDecoder(cfg), d))
+        one = measure(cfg, 1, 1)
+        framework = one["peak"] - one["weights"] - one["cache"]
+        for T, B in runs:
+            got = measure(cfg, T, B)
+            plan = plan_memory(doc, T, B, kv_dtype="float32", act_dtype="float32", engine="reference")
+            peak = got["peak"] - framework
+            rows.append([name, T, B, f"{plan['cache_bytes']:,}", f"{got['cache']:,}",
+                         f"{plan['cache_bytes'] / got['cache']:.4f}", f"{plan['peak_bytes'] / 2**20:.1f}",
+                         f"{peak / 2**20:.1f}", f"{plan['peak_bytes'] / peak:.3f}"])
+    return rows
+
+
+def k3_rows():
+    folder = os.path.join(tempfile.gettempdir(), "archprobe-bench-k3")
+    if not os.path.exists(os.path.join(folder, "config.json")):
+        write_k3_checkpoint(folder, K3Dims(), shards=96, sparse=True)
+    doc = inspect_checkpoint(folder)
+    rows = []
+    n_layers, H, heads = 93, 7168, 96
+    for T in (4096, 131072, 1048576):
+        m = plan_memory(doc, T)
+        # the naive estimate: every parameter at 2 bytes + a full MHA KV cache (heads x 128 x 2) on every layer
+        naive = doc["params"]["total"] * 2 + n_layers * 2 * heads * 128 * 2 * T
+        rows.append([f"{T:,}", f"{m['weights_bytes'] / 2**30:,.1f}", f"{m['cache_by_layer_type']['mla'] / 2**30:.2f}",
+                     f"{m['cache_by_layer_type']['kda'] / 2**30:.3f}", f"{m['activation_bytes'] / 2**30:.2f}",
+                     f"{m['peak_bytes'] / 2**30:,.1f}", f"{naive / 2**30:,.1f}", f"{naive / m['peak_bytes']:.2f}x"])
+    del H
+    return rows
+
+
+def main():
+    print(table(accuracy_rows(), ["config", "T", "B", "cache planned", "cache measured", "ratio", "peak planned MiB",
+                                  "peak measured MiB", "ratio"]))
+    print()
+    print(table(k3_rows(), ["K3 context", "weights GiB", "MLA cache GiB", "KDA state GiB", "activations GiB",
+                            "peak GiB", "naive GiB", "naive / archprobe"]))
+
+
+if __name__ == "__main__":
+    main()
