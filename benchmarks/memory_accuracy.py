@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 import tempfile
 
-import torch
 from _util import table
-from tests.support.decoder_ckpt import measure, save_decoder
+from tests.support.decoder_ckpt import planned_vs_measured
 
 from archprobe.memory import plan_memory
-from archprobe.nn.decoder import HybridConfig, HybridDecoder, tiny_k3, tiny_nemotron_latent, variant
+from archprobe.nn.decoder import HybridConfig, tiny_k3, tiny_nemotron_latent, variant
 from archprobe.structure.inspect import inspect_checkpoint
 from archprobe.synthetic import K3Dims, write_k3_checkpoint
 
@@ -40,17 +39,11 @@ def accuracy_rows():
     rows = []
     for name, (cfg, runs) in CONFIGS.items():
         with tempfile.TemporaryDirectory() as d:
-            torch.manual_seed(0)
-            doc = inspect_checkpoint(save_decoder(HybridDecoder(cfg), d))
-        one = measure(cfg, 1, 1)
-        framework = one["peak"] - one["weights"] - one["cache"]
-        for T, B in runs:
-            got = measure(cfg, T, B)
-            plan = plan_memory(doc, T, B, kv_dtype="float32", act_dtype="float32", engine="reference")
-            peak = got["peak"] - framework
-            rows.append([name, T, B, f"{plan['cache_bytes']:,}", f"{got['cache']:,}",
-                         f"{plan['cache_bytes'] / got['cache']:.4f}", f"{plan['peak_bytes'] / 2**20:.1f}",
-                         f"{peak / 2**20:.1f}", f"{plan['peak_bytes'] / peak:.3f}"])
+            for r in planned_vs_measured(cfg, runs, d):
+                plan, got, peak = r["plan"], r["got"], r["measured_peak"]
+                rows.append([name, r["context"], r["batch"], f"{plan['cache_bytes']:,}", f"{got['cache']:,}",
+                             f"{plan['cache_bytes'] / got['cache']:.4f}", f"{plan['peak_bytes'] / 2**20:.1f}",
+                             f"{peak / 2**20:.1f}", f"{plan['peak_bytes'] / peak:.3f}"])
     return rows
 
 
@@ -60,7 +53,7 @@ def k3_rows():
         write_k3_checkpoint(folder, K3Dims(), shards=96, sparse=True)
     doc = inspect_checkpoint(folder)
     rows = []
-    n_layers, H, heads = 93, 7168, 96
+    n_layers, heads = 93, 96
     for T in (4096, 131072, 1048576):
         m = plan_memory(doc, T)
         # the naive estimate: every parameter at 2 bytes + a full MHA KV cache (heads x 128 x 2) on every layer
@@ -68,7 +61,6 @@ def k3_rows():
         rows.append([f"{T:,}", f"{m['weights_bytes'] / 2**30:,.1f}", f"{m['cache_by_layer_type']['mla'] / 2**30:.2f}",
                      f"{m['cache_by_layer_type']['kda'] / 2**30:.3f}", f"{m['activation_bytes'] / 2**30:.2f}",
                      f"{m['peak_bytes'] / 2**30:,.1f}", f"{naive / 2**30:,.1f}", f"{naive / m['peak_bytes']:.2f}x"])
-    del H
     return rows
 
 

@@ -10,12 +10,9 @@ peaks within 10%.
 from __future__ import annotations
 
 import pytest
-import torch
 
-from archprobe.memory import plan_memory
-from archprobe.nn.decoder import HybridConfig, HybridDecoder, tiny_k3, tiny_nemotron_latent, variant
-from archprobe.structure.inspect import inspect_checkpoint
-from tests.support.decoder_ckpt import measure, save_decoder
+from archprobe.nn.decoder import HybridConfig, tiny_k3, tiny_nemotron_latent, variant
+from tests.support.decoder_ckpt import planned_vs_measured
 
 WIDE = dict(vocab_size=32000, hidden_size=256)
 CONFIGS = {
@@ -36,16 +33,11 @@ CONFIGS = {
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_planner_matches_a_real_run(name, tmp_path):
     cfg, runs = CONFIGS[name]
-    torch.manual_seed(0)
-    doc = inspect_checkpoint(save_decoder(HybridDecoder(cfg), tmp_path))
-    one = measure(cfg, 1, 1)
-    framework = one["peak"] - one["weights"] - one["cache"]
-    for context, batch in runs:
-        got = measure(cfg, context, batch)
-        plan = plan_memory(doc, context, batch, kv_dtype="float32", act_dtype="float32", engine="reference")
+    for row in planned_vs_measured(cfg, runs, tmp_path):
+        plan, got = row["plan"], row["got"]
         assert plan["weights_bytes"] == got["weights"]
         assert abs(plan["cache_bytes"] - got["cache"]) <= 0.01 * got["cache"], (plan["cache_by_layer_type"], got)
-        measured_peak = got["peak"] - framework
-        ratio = plan["peak_bytes"] / measured_peak
-        assert 0.9 <= ratio <= 1.1, (f"{name} T={context} B={batch}: planned {plan['peak_bytes']:,} vs measured "
-                                     f"{measured_peak:,} (framework {framework:,}) ratio {ratio:.3f}")
+        ratio = plan["peak_bytes"] / row["measured_peak"]
+        assert 0.9 <= ratio <= 1.1, (f"{name} T={row['context']} B={row['batch']}: planned {plan['peak_bytes']:,} "
+                                     f"vs measured {row['measured_peak']:,} (framework {row['framework']:,}) "
+                                     f"ratio {ratio:.3f}")

@@ -77,3 +77,26 @@ def measure(cfg, context: int, batch: int) -> dict:
     if r.returncode:
         raise RuntimeError(r.stderr[-2000:])
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def planned_vs_measured(cfg, runs, folder) -> list[dict]:
+    """For each (context, batch): the planner's figures (engine="reference", fp32) on the saved and inspected
+    checkpoint, next to a real run's exact cache bytes and its peak RSS growth minus the framework's own
+    1-token footprint (which the planner lists as excluded)."""
+    import torch
+
+    from archprobe.memory import plan_memory
+    from archprobe.nn.decoder import HybridDecoder
+    from archprobe.structure.inspect import inspect_checkpoint
+
+    torch.manual_seed(0)
+    doc = inspect_checkpoint(save_decoder(HybridDecoder(cfg), folder))
+    one = measure(cfg, 1, 1)
+    framework = one["peak"] - one["weights"] - one["cache"]
+    rows = []
+    for context, batch in runs:
+        got = measure(cfg, context, batch)
+        plan = plan_memory(doc, context, batch, kv_dtype="float32", act_dtype="float32", engine="reference")
+        rows.append({"context": context, "batch": batch, "plan": plan, "got": got, "framework": framework,
+                     "measured_peak": got["peak"] - framework})
+    return rows
