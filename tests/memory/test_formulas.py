@@ -96,3 +96,14 @@ def test_parsing_and_largest_fitting_context(tiny_k3):
     budget = plan_memory(doc, 5000)["peak_bytes"]
     fits = largest_fitting_context(doc, budget)
     assert plan_memory(doc, fits)["peak_bytes"] <= budget < plan_memory(doc, fits + 1)["peak_bytes"]
+
+
+def test_gguf_source_plans_from_its_metadata(tmp_path):
+    pytest.importorskip("gguf")
+    from tests.formats.test_gguf import _write
+
+    _write(tmp_path / "m.gguf")
+    doc = inspect_checkpoint(str(tmp_path / "m.gguf"))
+    m = plan_memory(doc, 300, kv_dtype="f16")
+    assert m["cache_by_layer_type"] == {"gqa": 2 * 2 * 2 * 16 * 2 * 300}   # 2 layers, 2 KV heads of 16, fp16
+    assert m["weights_bytes"] == sum(doc["storage"]["dtypes"].values())

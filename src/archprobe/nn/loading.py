@@ -2,7 +2,7 @@
 
 Parameter names follow the checkpoints, so loading is mostly by name; `sanitize` does the few
 structural fixes: per-expert tensors `experts.{e}.<w>` are stacked into the ExpertBank's [E, ...]
-parameters (`w1`/`gate_proj` -> gate_proj, `w3`/`up_proj` -> up_proj, `w2`/`down_proj` -> down_proj),
+parameters (`w1`/`gate_proj` and `w3`/`up_proj` fused into gate_up_proj, `w2`/`down_proj` -> down_proj),
 an `A_log` stored as [1, 1, H, 1] (Kimi Linear) is flattened, and PseudoQuery pairs map from
 `*_res_proj` / `*_res_norm`. Loading reports sorted missing and unexpected keys and every shape
 mismatch in one error.
@@ -44,11 +44,17 @@ def sanitize(tensors: dict[str, torch.Tensor], module: nn.Module | None = None) 
         if name.endswith("A_log") and t.dim() == 4:
             t = t.reshape(-1)
         out[name] = t
+    stacked: dict[tuple[str, str], torch.Tensor] = {}
     for (head, leaf), by_e in experts.items():
         n = max(by_e) + 1
         if sorted(by_e) != list(range(n)):
             raise LoadError(f"{head}: expert indices are not 0..{n - 1} (got {len(by_e)} experts)")
-        out[f"{head}.{leaf}"] = torch.stack([by_e[e] for e in range(n)])
+        stacked[(head, leaf)] = torch.stack([by_e[e] for e in range(n)])
+    for (head, leaf), t in stacked.items():
+        if leaf == "up_proj" and (head, "gate_proj") in stacked:
+            out[f"{head}.gate_up_proj"] = torch.cat([stacked[(head, "gate_proj")], t], dim=1)   # gate rows first
+        elif leaf != "gate_proj" or (head, "up_proj") not in stacked:
+            out[f"{head}.{leaf}"] = t
     return out
 
 

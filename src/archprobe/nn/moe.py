@@ -5,8 +5,9 @@ experts, and the dense MLP they are built from.
 * LatentMoE, routing in hidden space (Nemotron-3 Super, K3 "Stable" LatentMoE): router on x;
   z = down(x) (latent L < H); experts on z; sum; [RMSNorm_L (K3)]; up(sum) back to H; shared on x.
 * LatentMoE, routing in latent space (the design notes' hypothesis): z = down(x); router on z.
-Experts are stored stacked ([E, F, L] / [E, L, F]) so dispatch needs no per-call copy; loading a
-checkpoint's per-expert tensors stacks them (archprobe.validate's sanitize step). Expert
+Experts are stored stacked (gate and up fused as [E, 2F, L], down [E, L, F]) so dispatch needs no
+per-call copy and one matmul serves gate and up; loading a checkpoint's per-expert tensors stacks and
+fuses them (`nn.loading.sanitize`). Expert
 computation sorts tokens by expert (`ops.moe.moe_dispatch`); `dispatch=False` uses the dense
 all-expert reference instead. `last_routing` keeps the latest choice for `routing_stats()`.
 """
@@ -62,25 +63,28 @@ class MLP(nn.Module):
 
 
 class ExpertBank(nn.Module):
-    """E experts, stacked: gate_proj/up_proj [E, F, L], down_proj [E, L, F]."""
+    """E experts, stacked: gate_up_proj [E, 2F, L] (gate rows first; up_proj [E, F, L] when not gated),
+    down_proj [E, L, F]. Gate and up share one matmul per expert."""
 
     def __init__(self, num_experts: int, in_width: int, width: int, activation: str, gated: bool,
                  situ_betas=(4.0, 25.0)):
         super().__init__()
         scale = in_width ** -0.5
         if gated:
-            self.gate_proj = nn.Parameter(torch.randn(num_experts, width, in_width) * scale)
-        self.up_proj = nn.Parameter(torch.randn(num_experts, width, in_width) * scale)
+            self.gate_up_proj = nn.Parameter(torch.randn(num_experts, 2 * width, in_width) * scale)
+        else:
+            self.up_proj = nn.Parameter(torch.randn(num_experts, width, in_width) * scale)
         self.down_proj = nn.Parameter(torch.randn(num_experts, in_width, width) * width ** -0.5)
-        self.gated, self.num_experts = gated, num_experts
+        self.gated, self.num_experts, self.width = gated, num_experts, width
         self.act = glu(activation, situ_betas) if gated else plain(activation)
 
     def run(self, x: torch.Tensor, e: int) -> torch.Tensor:
-        if self.gated:
-            h = self.act(x @ self.gate_proj[e].T, x @ self.up_proj[e].T)
+        if self.gated:  # F.linear: PyTorch's linear path is faster than `x @ w.T` on CPU (~15% measured)
+            gate, up = F.linear(x, self.gate_up_proj[e]).split(self.width, dim=-1)
+            h = self.act(gate, up)
         else:
-            h = self.act(x @ self.up_proj[e].T)
-        return h @ self.down_proj[e].T
+            h = self.act(F.linear(x, self.up_proj[e]))
+        return F.linear(h, self.down_proj[e])
 
 
 class Router(nn.Module):

@@ -3,8 +3,8 @@
 `moe_route` (spec/ops.md): scores from logits in float32 (sigmoid or softmax); selection on
 score + bias when a selection bias is given, weights from the unbiased score; optional
 renormalisation (+1e-20) and scaling. `moe_dense_reference` runs every expert on every token
-(the plainest correct form); `moe_dispatch` sorts token slots by expert and runs one matmul pair per
-expert that has tokens (no dense all-expert compute). Legend: T tokens, D width, E experts, F expert
+(the plainest correct form); `moe_dispatch` sorts token slots by expert and runs each expert that has
+tokens once on its contiguous run (no dense all-expert compute). Legend: T tokens, D width, E experts, F expert
 width, K top-k.
 """
 
@@ -70,26 +70,27 @@ def moe_dense_reference(x_TL, weights_TK, experts_TK, expert_fn, num_experts: in
 
 
 def moe_dispatch(x_TL, weights_TK, experts_TK, expert_fn, num_experts: int):
-    """Sort (token, slot) pairs by expert, run each expert once on its tokens, scatter-add back."""
+    """Sort (token, slot) pairs by expert, then run each expert once on its contiguous run of tokens and
+    scatter-add the weighted result back. Per-expert gathers stay small, so no [T*K, width] buffer is
+    ever allocated (fresh large buffers cost more in page faults than the copies themselves)."""
     T, K = experts_TK.shape
     flat_e = experts_TK.reshape(-1)
     order = torch.argsort(flat_e, stable=True)
     token_of = order // K
-    counts = torch.bincount(flat_e, minlength=num_experts).tolist()
-    xs = x_TL.index_select(0, token_of)
     w = weights_TK.reshape(-1).index_select(0, order).float().unsqueeze(-1)
-    y = None
+    counts = torch.bincount(flat_e, minlength=num_experts).tolist()
+    out = None
     start = 0
     for e, n in enumerate(counts):
         if n:
-            ye = expert_fn(xs[start:start + n], e)
-            if y is None:  # output width known now; one buffer, no concatenation
-                y = torch.empty(T * K, ye.shape[-1], dtype=torch.float32, device=x_TL.device)
-            y[start:start + n] = ye
+            rows = token_of[start:start + n]
+            ye = expert_fn(x_TL.index_select(0, rows), e).float() * w[start:start + n]
+            if out is None:
+                out = torch.zeros(T, ye.shape[-1], dtype=torch.float32, device=x_TL.device)
+            out.index_add_(0, rows, ye)
         start += n
-    out = torch.zeros(T, x_TL.shape[-1] if y is None else y.shape[-1], dtype=torch.float32, device=x_TL.device)
-    if y is not None:
-        out.index_add_(0, token_of, y.mul_(w))
+    if out is None:
+        out = torch.zeros(T, x_TL.shape[-1], dtype=torch.float32, device=x_TL.device)
     return out.to(x_TL.dtype)
 
 
