@@ -65,3 +65,15 @@ def test_reading_side_imports_without_torch():
             "assert 'torch' not in sys.modules, 'torch imported'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_validate_cli_on_the_demo_checkpoint(tmp_path):
+    from archprobe.synthetic import tiny_k3_dims, write_k3_checkpoint
+
+    write_k3_checkpoint(tmp_path / "k3", tiny_k3_dims(), shards=2, sparse=False)
+    r = run("validate", str(tmp_path / "k3"), "--prompt-ids", "1,2,3", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "pass" and len(doc["layers"]) == 6 and doc["peak_rss_bytes"] > 0
+    r = run("validate", str(tmp_path / "k3"), "--prompt-ids", "1,x")
+    assert r.returncode == 2 and r.stderr.startswith("error: --prompt-ids")

@@ -237,12 +237,13 @@ class DecoderLayer(nn.Module):
 class HybridDecoder(nn.Module):
     """Embedding -> layers (plan from the config) -> [AttnRes output mix] -> norm -> lm_head."""
 
-    def __init__(self, cfg: HybridConfig):
+    def __init__(self, cfg: HybridConfig, build_layers: bool = True):
+        """`build_layers=False` allocates only embedding, final norm and head (for streaming validation)."""
         super().__init__()
         self.config = cfg
         H = cfg.hidden_size
         self.embed_tokens = nn.Embedding(cfg.vocab_size, H)
-        self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers))
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers) if build_layers)
         self.norm = RMSNorm(H, cfg.rms_norm_eps)
         if cfg.residual.startswith("attnres"):
             self.output_attn_res = PseudoQuery(H)
@@ -253,14 +254,20 @@ class HybridDecoder(nn.Module):
     def plan(self) -> list[tuple[str, str, str]]:
         return self.config.plan()
 
-    def hidden_states(self, x: torch.Tensor, caches=None, use_cache: bool = False, layer_hook=None):
-        """Run the layers on embeddings x [B, T, H]; returns (final hidden before lm_head, caches)."""
+    def hidden_states(self, x: torch.Tensor, caches=None, use_cache: bool = False, layer_hook=None, layers=None):
+        """Run the layers on embeddings x [B, T, H]; returns (final hidden before lm_head, caches).
+
+        `layers` replaces `self.layers` with any iterable of DecoderLayers in order, e.g. a generator that
+        loads each layer from disk just before it runs (archprobe.validate streams weights this way);
+        `layer_hook(i, hidden)` sees each layer's output.
+        """
         cfg = self.config
-        caches = list(caches) if caches is not None else [None] * len(self.layers)
+        caches = list(caches) if caches is not None else [None] * cfg.num_hidden_layers
+        layers = self.layers if layers is None else layers
         new_caches = []
         if cfg.residual.startswith("attnres"):
             state = AttnResState(x, cfg.attn_res_block_size if cfg.residual == "attnres_block" else None)
-            for i, layer in enumerate(self.layers):
+            for i, layer in enumerate(layers):
                 a_in = state.before_attention(layer.self_attention_res, i)
                 a, c = layer.mixer_out(a_in, caches[i], use_cache)
                 state.add(a)
@@ -272,7 +279,7 @@ class HybridDecoder(nn.Module):
             out = state.before_ffn(self.output_attn_res)
         else:
             history = [x]
-            for i, layer in enumerate(self.layers):
+            for i, layer in enumerate(layers):
                 a, c = layer.mixer_out(x, caches[i], use_cache)
                 if cfg.residual == "gated":
                     x = x + layer.attn_res_gate * a

@@ -1,0 +1,74 @@
+"""`archprobe validate SOURCE`: a streamed forward pass through archprobe.nn, checked against a reference."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from archprobe.cli._common import JsonOpt, guarded, print_json
+
+
+def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder (config.json + safetensors).")],
+             prompt_ids: Annotated[str | None, typer.Option(help="Comma-separated input token ids.")] = None,
+             reference: Annotated[str, typer.Option(help="transformers | none")] = "none",
+             dtype: Annotated[str, typer.Option(help="float32 (the correctness gate) | bfloat16")] = "float32",
+             layers: Annotated[str | None, typer.Option(help="Run only layers 0-N, e.g. 0-3.")] = None,
+             save_logits: Annotated[str | None, typer.Option(help="Write the final logits (safetensors, "
+                                                                  "tensor 'logits').")] = None,
+             json_out: JsonOpt = False) -> None:
+    """Does our understanding hold? Per-layer statistics and final-logit agreement.
+
+    Example: archprobe validate ./tiny-kimi --reference transformers --prompt-ids 1,2,3,4
+    """
+
+    def run() -> None:
+        from archprobe.errors import ArchprobeError
+        from archprobe.validate import validate as run_validate
+
+        if reference not in ("none", "transformers"):
+            raise ArchprobeError(f"--reference {reference!r}: use transformers or none")
+        ids = None
+        if prompt_ids:
+            try:
+                ids = [int(x) for x in prompt_ids.split(",") if x.strip()]
+            except ValueError:
+                raise ArchprobeError(f"--prompt-ids {prompt_ids!r}: comma-separated integers") from None
+        doc = run_validate(source, ids, reference, dtype, layers, save_logits)
+        if json_out:
+            print_json(doc)
+        else:
+            _render(doc)
+        if doc["status"] == "fail":
+            raise typer.Exit(1)
+
+    guarded(run)
+
+
+def _render(doc: dict) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    c = Console()
+    c.print(f"[bold]status: {doc['status']}[/bold]  mapped {doc['mapped_tensors']} tensors, "
+            f"unmapped {len(doc['unmapped_tensors'])}, peak RSS {doc['peak_rss_bytes'] / 2**20:.0f} MiB")
+    for r in doc.get("reasons", []):
+        c.print(f"  [yellow]{escape(r)}[/yellow]")
+    for m in doc["missing_tensors"]:
+        c.print(f"  [red]{escape(m)}[/red]")
+    t = Table()
+    for col in ("layer", "kind", "out rms", "max |x|", "finite", "seconds"):
+        t.add_column(col, justify="right")
+    for layer in doc["layers"]:
+        t.add_row(str(layer["index"]), layer["kind"], f"{layer['out_rms']:.4g}", f"{layer['max_abs']:.4g}",
+                  str(layer["finite"]), f"{layer['seconds']:.3f}")
+    c.print(t)
+    ref = doc["reference"]
+    if ref:
+        if ref.get("error"):
+            c.print(f"reference: [red]{escape(ref['error'])}[/red]")
+        else:
+            c.print(f"reference {ref['name']}: max |logit diff| {ref['max_abs_diff']:.3g} "
+                    f"(logit scale {ref['logit_scale']:.3g}), KL {ref['kl']:.3g}, "
+                    f"top-1 agreement {ref['top1_agreement']:.1%}")

@@ -1,0 +1,141 @@
+"""Checkpoint -> archprobe.nn: the HybridConfig a family's config.json describes, and the name table.
+
+Parameter names in archprobe.nn follow the checkpoints, so the table is short: strip the wrapper
+prefix (`language_model.model.`, `model.`), send vision tensors nowhere (reported as unmapped), and
+map the few exceptions (Kimi Linear saves its dense layer-0 MLP under `block_sparse_moe`). Quantized
+tensors are dequantized on load (MXFP4 compressed-tensors, FP8 with block scales); per-expert tensors
+are stacked by `nn.loading.sanitize`. Families: kimi_linear (Kimi Linear and K3, both config
+spellings), llama / mistral / qwen2 (GQA). Anything else is `Unsupported` with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from archprobe.errors import ArchprobeError
+from archprobe.nn.decoder import HybridConfig
+from archprobe.ops.quant import dequantize_fp8_block, dequantize_mxfp4
+
+PREFIXES = ("language_model.model.", "language_model.", "model.")
+VISION = ("vision_tower.", "mm_projector.", "visual.", "vision_model.", "multi_modal_projector.")
+LAYER = re.compile(r"^layers\.(\d+)\.(.+)$")
+GQA_FAMILIES = ("llama", "mistral", "qwen2")
+
+
+class Unsupported(ArchprobeError):
+    """This architecture cannot be mapped onto archprobe.nn (yet); the message says why."""
+
+
+def text_config(cfg: dict) -> dict:
+    return cfg.get("text_config") or cfg
+
+
+def hybrid_config(cfg: dict, shapes: dict[str, tuple]) -> HybridConfig:
+    """The HybridConfig for config.json `cfg`; `shapes` (checkpoint name -> shape) settles stored sizes."""
+    text = text_config(cfg)
+    mt = text.get("model_type")
+    if mt == "kimi_linear":
+        return _kimi(text, shapes)
+    if mt in GQA_FAMILIES:
+        return _gqa(text)
+    raise Unsupported(f"model_type {mt!r}: no mapping onto archprobe.nn yet (supported: kimi_linear, "
+                      + ", ".join(GQA_FAMILIES) + ")")
+
+
+def _kimi(text: dict, shapes: dict[str, tuple]) -> HybridConfig:
+    n = text["num_hidden_layers"]
+    lac = text.get("linear_attn_config") or {}
+    if lac.get("full_attn_layers") is not None:
+        full = set(lac["full_attn_layers"])                        # 1-based, as released
+        mixers = tuple("mla" if i + 1 in full else "kda" for i in range(n))
+    elif text.get("layer_types"):
+        mixers = tuple("mla" if t == "full_attention" else "kda" for t in text["layer_types"])
+    else:
+        raise Unsupported("kimi_linear config declares neither linear_attn_config nor layer_types")
+    moe = "latent_moe" if text.get("routed_expert_hidden_size") else "moe"
+    if text.get("mlp_layer_types"):
+        ffns = tuple(moe if t == "sparse" else "dense" for t in text["mlp_layer_types"])
+    else:
+        first = text.get("first_k_dense_replace", 1)
+        ffns = tuple("dense" if i < first else moe for i in range(n))
+    a_log = next((s for k, s in shapes.items() if k.endswith("self_attn.A_log")), None)
+    experts = text.get("num_experts") or text.get("num_local_experts")
+    shared = text.get("num_shared_experts") or text.get("n_shared_experts") or 0
+    width = text.get("moe_intermediate_size", 0)
+    return HybridConfig(
+        vocab_size=text["vocab_size"], hidden_size=text["hidden_size"], num_hidden_layers=n,
+        rms_norm_eps=text.get("rms_norm_eps", 1e-5), mixer_types=mixers, ffn_types=ffns,
+        residual="attnres_block" if text.get("attn_res_block_size") else "prenorm",
+        attn_res_block_size=text.get("attn_res_block_size"), tie_word_embeddings=text.get("tie_word_embeddings", False),
+        num_attention_heads=text["num_attention_heads"], q_lora_rank=text.get("q_lora_rank"),
+        kv_lora_rank=text["kv_lora_rank"], qk_nope_head_dim=text["qk_nope_head_dim"],
+        qk_rope_head_dim=text["qk_rope_head_dim"], v_head_dim=text["v_head_dim"], mla_use_nope=True,
+        mla_use_output_gate=bool(text.get("mla_use_output_gate")),
+        linear_num_heads=lac.get("num_heads") or text.get("linear_num_heads"),
+        linear_head_dim=lac.get("head_dim") or text.get("linear_head_dim"),
+        short_conv_kernel_size=lac.get("short_conv_kernel_size") or text.get("linear_conv_kernel_dim") or 4,
+        kda_gate="bounded" if "gate_lower_bound" in lac else "softplus",
+        gate_lower_bound=lac.get("gate_lower_bound", -5.0), use_full_rank_gate=bool(lac.get("use_full_rank_gate")),
+        a_log_len=int(torch.Size(a_log).numel()) if a_log else None,
+        intermediate_size=text.get("intermediate_size", 0), hidden_act=text.get("hidden_act", "silu"),
+        activation_situ_beta=text.get("activation_situ_beta", 4.0),
+        activation_situ_linear_beta=text.get("activation_situ_linear_beta", 25.0),
+        num_experts=experts or 1, num_experts_per_token=text.get("num_experts_per_token")
+        or text.get("num_experts_per_tok") or 1, moe_intermediate_size=width, shared_expert_width=shared * width,
+        routed_expert_hidden_size=text.get("routed_expert_hidden_size"),
+        latent_moe_use_norm=bool(text.get("latent_moe_use_norm")),
+        moe_router_activation_func=text.get("moe_router_activation_func", "sigmoid"),
+        moe_renormalize=text.get("moe_renormalize", True), routed_scaling_factor=text.get("routed_scaling_factor", 1.0),
+        rope_theta=None)
+
+
+def _gqa(text: dict) -> HybridConfig:
+    n = text["num_hidden_layers"]
+    rope = text.get("rope_parameters") or {}
+    heads = text["num_attention_heads"]
+    window = text.get("sliding_window") if text.get("use_sliding_window", True) else None
+    return HybridConfig(
+        vocab_size=text["vocab_size"], hidden_size=text["hidden_size"], num_hidden_layers=n,
+        rms_norm_eps=text.get("rms_norm_eps", 1e-6), mixer_types=("swa" if window else "gqa",) * n,
+        ffn_types=("dense",) * n, tie_word_embeddings=text.get("tie_word_embeddings", False),
+        num_attention_heads=heads, num_key_value_heads=text.get("num_key_value_heads") or heads,
+        head_dim=text.get("head_dim") or text["hidden_size"] // heads,
+        rope_theta=rope.get("rope_theta") or text.get("rope_theta", 10000.0), sliding_window=window,
+        intermediate_size=text["intermediate_size"], hidden_act=text.get("hidden_act", "silu"))
+
+
+def module_name(name: str, cfg: HybridConfig) -> tuple[int | None, str] | None:
+    """(layer index or None for model-level, the module-side name) of a checkpoint tensor; None: not ours."""
+    if name.startswith(VISION):
+        return None
+    for p in PREFIXES:
+        if name.startswith(p):
+            name = name[len(p):]
+            break
+    m = LAYER.match(name)
+    if not m:
+        return None, name
+    i, rest = int(m.group(1)), m.group(2)
+    if i >= cfg.num_hidden_layers:
+        return None  # an MTP layer: not part of the decoder pass
+    if rest.startswith("block_sparse_moe.") and cfg.ffn_types[i] == "dense":
+        rest = "mlp." + rest[len("block_sparse_moe."):]
+    return i, rest
+
+
+def dequantize(tensors: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Replace `X.weight_packed`+`X.weight_scale` (MXFP4) and F8 `X.weight`+`X.weight_scale_inv` by `X.weight`."""
+    out = dict(tensors)
+    for name in list(tensors):
+        if name.endswith(".weight_packed"):
+            base = name[: -len("_packed")]
+            scale = out.pop(base + "_scale", None)
+            if scale is None:
+                raise Unsupported(f"{name}: packed weight without its weight_scale")
+            out[base] = dequantize_mxfp4(out.pop(name), scale, dtype=dtype)
+        elif name.endswith(".weight_scale_inv"):
+            base = name[: -len("_scale_inv")]
+            out[base] = dequantize_fp8_block(out[base], out.pop(name), dtype=dtype)
+    return {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in out.items()}
