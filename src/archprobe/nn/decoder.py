@@ -69,6 +69,7 @@ class HybridConfig:
     mla_use_nope: bool = True
     mla_use_output_gate: bool = False
     mla_form: str = "naive"
+    rope_interleave: bool = False
     # KDA
     linear_num_heads: int = 4
     linear_head_dim: int = 16
@@ -97,6 +98,8 @@ class HybridConfig:
     moe_router_bias: bool = True
     moe_renormalize: bool = True
     routed_scaling_factor: float = 1.0
+    n_group: int = 1
+    topk_group: int = 1
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -162,7 +165,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                                         q_lora_rank=cfg.q_lora_rank, nope_dim=cfg.qk_nope_head_dim,
                                         rope_dim=cfg.qk_rope_head_dim, v_dim=cfg.v_head_dim,
                                         rope_theta=None if cfg.mla_use_nope else cfg.rope_theta,
-                                        output_gate=cfg.mla_use_output_gate, form=cfg.mla_form)
+                                        rope_interleaved=cfg.rope_interleave, output_gate=cfg.mla_use_output_gate,
+                                        form=cfg.mla_form)
     heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
     if kind == "lowrank_kv":
         return LowRankKVAttention(H, heads, kvh, d, cfg.kv_compression_rank or d, cfg.rope_theta)
@@ -186,6 +190,7 @@ def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
         return MoE(H, cfg.num_experts, cfg.num_experts_per_token, cfg.moe_intermediate_size,
                    activation=cfg.hidden_act, gated=cfg.gated_ffn, score=cfg.moe_router_activation_func,
                    router_bias=cfg.moe_router_bias, renormalize=cfg.moe_renormalize, scale=cfg.routed_scaling_factor,
+                   groups=cfg.n_group, topk_groups=cfg.topk_group,
                    shared_width=shared or None,
                    latent_size=cfg.routed_expert_hidden_size if kind == "latent_moe" else None,
                    routing_space=cfg.moe_routing_space, latent_norm=cfg.latent_moe_use_norm,

@@ -58,8 +58,12 @@ def sanitize(tensors: dict[str, torch.Tensor], module: nn.Module | None = None) 
     return out
 
 
-def load_strict(module: nn.Module, state: dict[str, torch.Tensor], *, what: str = "module") -> None:
-    """Copy `state` into `module`; one error listing missing/unexpected keys and shape mismatches."""
+def load_strict(module: nn.Module, state: dict[str, torch.Tensor], *, what: str = "module",
+                assign: bool = False) -> None:
+    """Copy `state` into `module`; one error listing missing/unexpected keys and shape mismatches.
+
+    `assign=True` adopts the given tensors instead of copying (for modules built on the meta device, so a
+    streamed layer never holds two copies of its weights)."""
     own = module.state_dict()
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))
@@ -71,6 +75,9 @@ def load_strict(module: nn.Module, state: dict[str, torch.Tensor], *, what: str 
             if items:
                 parts.append(f"{label} ({len(items)}): " + ", ".join(items[:8]) + (" ..." if len(items) > 8 else ""))
         raise LoadError(f"{what}: " + "; ".join(parts))
+    if assign:
+        module.load_state_dict({k: state[k].to(own[k].dtype) for k in own}, strict=True, assign=True)
+        return
     with torch.no_grad():
         for k, t in own.items():
             t.copy_(state[k].to(t.dtype))

@@ -5,7 +5,8 @@ prefix (`language_model.model.`, `model.`), send vision tensors nowhere (reporte
 map the few exceptions (Kimi Linear saves its dense layer-0 MLP under `block_sparse_moe`). Quantized
 tensors are dequantized on load (MXFP4 compressed-tensors, FP8 with block scales); per-expert tensors
 are stacked by `nn.loading.sanitize`. Families: kimi_linear (Kimi Linear and K3, both config
-spellings), llama / mistral / qwen2 (GQA). Anything else is `Unsupported` with the reason.
+spellings), deepseek_v3 (MLA with interleaved RoPE, group-limited routing), llama / mistral / qwen2
+(GQA). Anything else is `Unsupported` with the reason.
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ def hybrid_config(cfg: dict, shapes: dict[str, tuple]) -> HybridConfig:
         return _kimi(text, shapes)
     if mt in GQA_FAMILIES:
         return _gqa(text)
+    if mt == "deepseek_v3":
+        return _deepseek(text)
     raise Unsupported(f"model_type {mt!r}: no mapping onto archprobe.nn yet (supported: kimi_linear, "
-                      + ", ".join(GQA_FAMILIES) + ")")
+                      "deepseek_v3, " + ", ".join(GQA_FAMILIES) + ")")
 
 
 def _kimi(text: dict, shapes: dict[str, tuple]) -> HybridConfig:
@@ -91,6 +94,30 @@ def _kimi(text: dict, shapes: dict[str, tuple]) -> HybridConfig:
         rope_theta=None)
 
 
+def _deepseek(text: dict) -> HybridConfig:
+    n = text["num_hidden_layers"]
+    rope = text.get("rope_parameters") or {}
+    if rope.get("rope_type", "default") not in ("default", None):
+        raise Unsupported(f"deepseek_v3 with rope_type {rope.get('rope_type')!r} (YaRN) is not mapped yet")
+    first = text.get("first_k_dense_replace", 0)
+    freq = text.get("moe_layer_freq", 1) or 1
+    width = text["moe_intermediate_size"]
+    return HybridConfig(
+        vocab_size=text["vocab_size"], hidden_size=text["hidden_size"], num_hidden_layers=n,
+        rms_norm_eps=text.get("rms_norm_eps", 1e-6), mixer_types=("mla",) * n,
+        ffn_types=tuple("moe" if i >= first and i % freq == 0 else "dense" for i in range(n)),
+        tie_word_embeddings=text.get("tie_word_embeddings", False), num_attention_heads=text["num_attention_heads"],
+        q_lora_rank=text.get("q_lora_rank"), kv_lora_rank=text["kv_lora_rank"],
+        qk_nope_head_dim=text["qk_nope_head_dim"], qk_rope_head_dim=text["qk_rope_head_dim"],
+        v_head_dim=text["v_head_dim"], mla_use_nope=False, rope_theta=rope.get("rope_theta", 10000.0),
+        rope_interleave=bool(text.get("rope_interleave", True)), intermediate_size=text["intermediate_size"],
+        hidden_act=text.get("hidden_act", "silu"), num_experts=text["n_routed_experts"],
+        num_experts_per_token=text["num_experts_per_tok"], moe_intermediate_size=width,
+        shared_expert_width=(text.get("n_shared_experts") or 0) * width, moe_router_activation_func="sigmoid",
+        moe_renormalize=text.get("norm_topk_prob", True), routed_scaling_factor=text.get("routed_scaling_factor", 1.0),
+        n_group=text.get("n_group", 1), topk_group=text.get("topk_group", 1))
+
+
 def _gqa(text: dict) -> HybridConfig:
     n = text["num_hidden_layers"]
     rope = text.get("rope_parameters") or {}
@@ -121,7 +148,9 @@ def module_name(name: str, cfg: HybridConfig) -> tuple[int | None, str] | None:
     if i >= cfg.num_hidden_layers:
         return None  # an MTP layer: not part of the decoder pass
     if rest.startswith("block_sparse_moe.") and cfg.ffn_types[i] == "dense":
-        rest = "mlp." + rest[len("block_sparse_moe."):]
+        rest = "mlp." + rest[len("block_sparse_moe."):]     # Kimi Linear saves its dense MLP there
+    elif rest.startswith("mlp.") and cfg.ffn_types[i] in ("moe", "latent_moe"):
+        rest = "block_sparse_moe." + rest[len("mlp."):]     # DeepSeek keeps MoE layers under `mlp`
     return i, rest
 
 

@@ -118,27 +118,36 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
     doc["unmapped_tensors"].sort()
     problems: list[str] = []
 
-    def load_into(module, pairs, what):
+    model = None
+
+    def load_into(module, pairs, what, assign=False):
         tensors = index.load([n for n, _ in pairs])
         local = dequantize({m: tensors[n] for n, m in pairs}, torch_dtype)
+        del tensors
+        if module is model and cfg.tie_word_embeddings and "embed_tokens.weight" in local:
+            local.setdefault("lm_head.weight", local["embed_tokens.weight"])
         try:
-            load_strict(module, sanitize(local), what=what)
+            load_strict(module, sanitize(local), what=what, assign=assign)
         except LoadError as exc:
             problems.append(exc.message)
             return False
         doc["mapped_tensors"] += len(pairs)
         return True
 
-    model = HybridDecoder(cfg, build_layers=False).to(torch_dtype).eval()
-    load_into(model, by_layer.get(None, []), "model-level tensors")
+    with torch.device("meta"):
+        model = HybridDecoder(cfg, build_layers=False).to(torch_dtype).eval()
+    load_into(model, by_layer.get(None, []), "model-level tensors", assign=True)
+    if cfg.tie_word_embeddings:
+        model.lm_head.weight = model.embed_tokens.weight
     n_run = _parse_layers(layers, cfg.num_hidden_layers)
     timings: list[float] = []
 
     def stream() -> Iterator:
         for i in range(n_run):
             start = time.perf_counter()
-            layer = DecoderLayer(cfg, i).to(torch_dtype).eval()
-            if not load_into(layer, by_layer.get(i, []), f"layer {i}"):
+            with torch.device("meta"):  # no allocation: the loaded tensors become the parameters
+                layer = DecoderLayer(cfg, i).to(torch_dtype).eval()
+            if not load_into(layer, by_layer.get(i, []), f"layer {i}", assign=True):
                 raise _Stop()
             timings.append(time.perf_counter() - start)
             yield layer
