@@ -115,3 +115,10 @@ def test_truncated_shard_is_one_clear_error(tmp_path):
     p.write_bytes(p.read_bytes()[:5000])
     with pytest.raises(CheckpointError, match="model.safetensors"):
         validate(str(tmp_path))
+
+
+def test_missing_shard_named_by_the_index(tmp_path):
+    write_k3_checkpoint(tmp_path, tiny_k3_dims(), shards=2, sparse=False)
+    os.remove(tmp_path / "model-00002-of-00002.safetensors")
+    with pytest.raises(CheckpointError, match="model-00002-of-00002.safetensors: shard named by the index is missing"):
+        validate(str(tmp_path))

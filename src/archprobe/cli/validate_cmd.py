@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -34,7 +35,14 @@ def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder
                 ids = [int(x) for x in prompt_ids.split(",") if x.strip()]
             except ValueError:
                 raise ArchprobeError(f"--prompt-ids {prompt_ids!r}: comma-separated integers") from None
-        doc = run_validate(source, ids, reference, dtype, layers, save_logits)
+        progress = None
+        if not json_out and sys.stderr.isatty():
+            from rich.progress import track
+
+            def progress(it):
+                return track(it, description="layers", console=_stderr(), transient=True)
+
+        doc = run_validate(source, ids, reference, dtype, layers, save_logits, progress=progress)
         if json_out:
             print_json(doc)
         else:
@@ -43,6 +51,12 @@ def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder
             raise typer.Exit(1)
 
     guarded(run)
+
+
+def _stderr():
+    from rich.console import Console
+
+    return Console(stderr=True)
 
 
 def _render(doc: dict) -> None:

@@ -27,10 +27,19 @@ class LoadError(ArchprobeError):
     pass
 
 
-def sanitize(tensors: dict[str, torch.Tensor], module: nn.Module | None = None) -> dict[str, torch.Tensor]:
-    """Checkpoint names -> module state-dict names (stack experts, reshape A_log, AttnRes pairs)."""
+def _get(t):
+    """A tensor, or a zero-argument loader that produces one (streamed loading reads lazily)."""
+    return t() if callable(t) else t
+
+
+def sanitize(tensors: dict, module: nn.Module | None = None) -> dict[str, torch.Tensor]:
+    """Checkpoint names -> module state-dict names (stack experts, reshape A_log, AttnRes pairs).
+
+    Values may be tensors or zero-argument loaders; experts are then read one at a time straight into
+    their stacked [E, ...] tensor, so a layer's expert weights exist once, never twice.
+    """
     out: dict[str, torch.Tensor] = {}
-    experts: dict[tuple[str, str], dict[int, torch.Tensor]] = {}
+    experts: dict[tuple[str, str], dict[int, object]] = {}
     for name, t in tensors.items():
         m = EXPERT_RE.match(name)
         if m and m.group("leaf") in EXPERT_LEAVES:
@@ -39,22 +48,40 @@ def sanitize(tensors: dict[str, torch.Tensor], module: nn.Module | None = None) 
         r = RES_RE.match(name)
         if r:
             part = "proj" if r.group("part") == "proj" else "norm"
-            out[f"{r.group('head')}{r.group('site')}.{part}.weight"] = t
+            out[f"{r.group('head')}{r.group('site')}.{part}.weight"] = _get(t)
             continue
+        t = _get(t)
         if name.endswith("A_log") and t.dim() == 4:
             t = t.reshape(-1)
         out[name] = t
-    stacked: dict[tuple[str, str], torch.Tensor] = {}
-    for (head, leaf), by_e in experts.items():
+    for (head, _), by_e in experts.items():
         n = max(by_e) + 1
         if sorted(by_e) != list(range(n)):
             raise LoadError(f"{head}: expert indices are not 0..{n - 1} (got {len(by_e)} experts)")
-        stacked[(head, leaf)] = torch.stack([by_e[e] for e in range(n)])
-    for (head, leaf), t in stacked.items():
-        if leaf == "up_proj" and (head, "gate_proj") in stacked:
-            out[f"{head}.gate_up_proj"] = torch.cat([stacked[(head, "gate_proj")], t], dim=1)   # gate rows first
-        elif leaf != "gate_proj" or (head, "up_proj") not in stacked:
-            out[f"{head}.{leaf}"] = t
+    heads = {h for h, _ in experts}
+    for head in heads:
+        gate, up, down = (experts.get((head, k)) for k in ("gate_proj", "up_proj", "down_proj"))
+        if gate is not None and up is not None:
+            out[f"{head}.gate_up_proj"] = _stack([gate, up], len(gate))   # gate rows first
+        elif gate is not None or up is not None:
+            leaf = "gate_proj" if gate is not None else "up_proj"
+            out[f"{head}.{leaf}"] = _stack([gate or up], len(gate or up))
+        if down is not None:
+            out[f"{head}.down_proj"] = _stack([down], len(down))
+    return out
+
+
+def _stack(parts: list[dict[int, object]], n: int) -> torch.Tensor:
+    """[E, sum of rows, cols] from per-expert pieces, filled one expert at a time."""
+    first = [_get(p[0]) for p in parts]
+    rows = [f.shape[0] for f in first]
+    out = torch.empty(n, sum(rows), first[0].shape[1], dtype=first[0].dtype)
+    for e in range(n):
+        offset = 0
+        for k, p in enumerate(parts):
+            t = first[k] if e == 0 else _get(p[e])
+            out[e, offset: offset + rows[k]] = t
+            offset += rows[k]
     return out
 
 

@@ -154,17 +154,29 @@ def module_name(name: str, cfg: HybridConfig) -> tuple[int | None, str] | None:
     return i, rest
 
 
-def dequantize(tensors: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """Replace `X.weight_packed`+`X.weight_scale` (MXFP4) and F8 `X.weight`+`X.weight_scale_inv` by `X.weight`."""
-    out = dict(tensors)
-    for name in list(tensors):
-        if name.endswith(".weight_packed"):
-            base = name[: -len("_packed")]
-            scale = out.pop(base + "_scale", None)
+def lazy_dequantize(names: dict[str, str], get, dtype: torch.dtype) -> dict:
+    """module name -> zero-argument loader of the dense tensor (`names`: module name -> checkpoint name).
+
+    MXFP4 (`X.weight_packed` + `X.weight_scale`) and FP8 (`X.weight` + `X.weight_scale_inv`) become a
+    loader of `X.weight`; nothing is read until the loader is called (experts: one at a time)."""
+    out: dict = {}
+    for m, n in names.items():
+        if m.endswith(".weight_scale") and m[: -len("_scale")] + "_packed" in names:
+            continue
+        if m.endswith(".weight_scale_inv"):
+            continue
+        if m.endswith(".weight_packed"):
+            base = m[: -len("_packed")]
+            scale = names.get(base + "_scale")
             if scale is None:
-                raise Unsupported(f"{name}: packed weight without its weight_scale")
-            out[base] = dequantize_mxfp4(out.pop(name), scale, dtype=dtype)
-        elif name.endswith(".weight_scale_inv"):
-            base = name[: -len("_scale_inv")]
-            out[base] = dequantize_fp8_block(out[base], out.pop(name), dtype=dtype)
-    return {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in out.items()}
+                raise Unsupported(f"{n}: packed weight without its weight_scale")
+            out[base] = (lambda n=n, s=scale: dequantize_mxfp4(get(n), get(s), dtype=dtype))
+        elif m + "_scale_inv" in names:
+            out[m] = (lambda n=n, s=names[m + "_scale_inv"]: dequantize_fp8_block(get(n), get(s), dtype=dtype))
+        else:
+            out[m] = (lambda n=n: _cast(get(n), dtype))
+    return out
+
+
+def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return t.to(dtype) if t.is_floating_point() else t

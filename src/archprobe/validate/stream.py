@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import torch
 
 from archprobe.errors import ArchprobeError, CheckpointError, SourceError
-from archprobe.validate.mapping import Unsupported, dequantize, hybrid_config, module_name
+from archprobe.validate.mapping import Unsupported, hybrid_config, lazy_dequantize, module_name
 
 SCHEMA = "archprobe.validate/1"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -34,6 +34,16 @@ class WeightIndex:
         self.files: dict[str, str] = {}
         self.shapes: dict[str, tuple] = {}
         names = sorted(f for f in os.listdir(folder) if f.endswith(".safetensors"))
+        index_path = os.path.join(folder, "model.safetensors.index.json")
+        if os.path.isfile(index_path):  # the index names the shards: each must be here, nothing else is read
+            from archprobe.formats.sources import MAX_INDEX_BYTES, parse_index_bytes, shard_names_from_index
+
+            with open(index_path, "rb") as f:
+                named = shard_names_from_index(parse_index_bytes(f.read(MAX_INDEX_BYTES), index_path), index_path)
+            for n in named:
+                if not os.path.isfile(os.path.join(folder, n)):
+                    raise CheckpointError(os.path.join(folder, n), "shard named by the index is missing")
+            names = named
         if not names:
             raise SourceError(f"{folder}: no .safetensors shards to validate")
         for f in names:
@@ -46,21 +56,30 @@ class WeightIndex:
             except Exception as exc:  # the safetensors library raises its own error types
                 raise CheckpointError(path, f"cannot read shard ({str(exc).splitlines()[0][:160]})") from None
 
-    def load(self, names: list[str]) -> dict[str, torch.Tensor]:
+    def opener(self):
+        """A context manager yielding `get(name) -> tensor`, each shard opened once."""
+        from contextlib import ExitStack, contextmanager
+
         from safetensors import safe_open
 
-        out: dict[str, torch.Tensor] = {}
-        by_file: dict[str, list[str]] = {}
-        for n in names:
-            by_file.setdefault(self.files[n], []).append(n)
-        for path, group in by_file.items():
-            try:
-                with safe_open(path, framework="pt") as s:
-                    for n in group:
-                        out[n] = s.get_tensor(n)
-            except Exception as exc:
-                raise CheckpointError(path, f"cannot read tensor data ({str(exc).splitlines()[0][:160]})") from None
-        return out
+        @contextmanager
+        def session():
+            with ExitStack() as stack:
+                handles: dict[str, object] = {}
+
+                def get(name: str) -> torch.Tensor:
+                    path = self.files[name]
+                    try:
+                        if path not in handles:
+                            handles[path] = stack.enter_context(safe_open(path, framework="pt"))
+                        return handles[path].get_tensor(name)
+                    except Exception as exc:
+                        raise CheckpointError(path, f"cannot read tensor data "
+                                                    f"({str(exc).splitlines()[0][:160]})") from None
+
+                yield get
+
+        return session()
 
 
 def _stats(h: torch.Tensor, seconds: float, index: int, kind: str) -> dict:
@@ -84,8 +103,10 @@ def _parse_layers(spec: str | None, n: int) -> int:
 
 
 def validate(source: str, prompt_ids: list[int] | None = None, reference: str = "none", dtype: str = "float32",
-             layers: str | None = None, save_logits: str | None = None) -> dict:
-    """The `archprobe.validate/1` document for a local checkpoint folder."""
+             layers: str | None = None, save_logits: str | None = None, progress=None) -> dict:
+    """The `archprobe.validate/1` document for a local checkpoint folder.
+
+    `progress`, if given, wraps the iterable of layer indices (the CLI passes a rich progress bar)."""
     from archprobe.nn.decoder import DecoderLayer, HybridDecoder
     from archprobe.nn.loading import LoadError, load_strict, sanitize
 
@@ -121,13 +142,13 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
     model = None
 
     def load_into(module, pairs, what, assign=False):
-        tensors = index.load([n for n, _ in pairs])
-        local = dequantize({m: tensors[n] for n, m in pairs}, torch_dtype)
-        del tensors
-        if module is model and cfg.tie_word_embeddings and "embed_tokens.weight" in local:
-            local.setdefault("lm_head.weight", local["embed_tokens.weight"])
+        with index.opener() as get:
+            local = lazy_dequantize({m: n for n, m in pairs}, get, torch_dtype)
+            if module is model and cfg.tie_word_embeddings and "embed_tokens.weight" in local:
+                local.setdefault("lm_head.weight", local["embed_tokens.weight"])
+            state = sanitize(local)
         try:
-            load_strict(module, sanitize(local), what=what, assign=assign)
+            load_strict(module, state, what=what, assign=assign)
         except LoadError as exc:
             problems.append(exc.message)
             return False
@@ -143,7 +164,7 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
     timings: list[float] = []
 
     def stream() -> Iterator:
-        for i in range(n_run):
+        for i in (progress(range(n_run)) if progress else range(n_run)):
             start = time.perf_counter()
             with torch.device("meta"):  # no allocation: the loaded tensors become the parameters
                 layer = DecoderLayer(cfg, i).to(torch_dtype).eval()
