@@ -15,6 +15,10 @@ CONFIGS = {
         "baseline", "kv_compression", "head_gate", "indexer", "latent_routing", "gated_residual", "depth_weights",
         "attnres_full", "attnres_block")},
     "swa": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("swa", "gqa"), sliding_window=4),
+    "mamba2_hybrid": lambda: HybridConfig(num_hidden_layers=4, mixer_types=("mamba2", "none", "gqa", "none"),
+                                          ffn_types=("none", "latent_moe", "none", "dense"), mamba_n_groups=2,
+                                          routed_expert_hidden_size=32, gated_ffn=False, hidden_act="relu2",
+                                          rope_theta=None),
     "mla_rope_absorbed": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("mla", "mla"), mla_use_nope=False,
                                               q_lora_rank=24, mla_form="absorbed"),
 }

@@ -1,7 +1,7 @@
 """A configurable hybrid decoder: per-layer mixer x FFN x residual, from a config mirroring config.json.
 
 The per-layer plan is data (`HybridConfig.plan()`), resolved once and printable:
-mixers `kda | mla | gqa | swa | lowrank_kv | gqa_headgate | gqa_indexer | none`,
+mixers `kda | mla | gqa | swa | lowrank_kv | gqa_headgate | gqa_indexer | mamba2 | none`,
 FFNs `dense | moe | latent_moe | none`, one residual kind for the model (archprobe.nn.residual).
 Parameter names follow the Kimi/K3 checkpoints (`self_attn`, `mlp` for dense, `block_sparse_moe`
 for MoE, `input_layernorm`, `self_attention_res_proj`, ...). Presets are functions below.
@@ -20,12 +20,13 @@ from archprobe.nn.attention import Attention
 from archprobe.nn.dynamic import HeadGate, Indexer
 from archprobe.nn.kda import KimiDeltaAttention
 from archprobe.nn.kv_compression import LowRankKVAttention
+from archprobe.nn.mamba2 import Mamba2Mixer
 from archprobe.nn.mla import MultiHeadLatentAttention
 from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
 from archprobe.nn.norm import RMSNorm
 from archprobe.nn.residual import RESIDUALS, AttnResState, PseudoQuery
 
-MIXERS = ("kda", "mla", "gqa", "swa", "lowrank_kv", "gqa_headgate", "gqa_indexer", "none")
+MIXERS = ("kda", "mla", "gqa", "swa", "lowrank_kv", "gqa_headgate", "gqa_indexer", "mamba2", "none")
 FFNS = ("dense", "moe", "latent_moe", "none")
 
 
@@ -79,6 +80,13 @@ class HybridConfig:
     use_full_rank_gate: bool = True
     a_log_len: int | None = None
     kda_chunk_size: int = 64
+    # Mamba-2
+    mamba_num_heads: int = 4
+    mamba_head_dim: int = 16
+    ssm_state_size: int = 16
+    mamba_n_groups: int = 1
+    mamba_conv_kernel: int = 4
+    time_step_min: float = 0.0
     # FFN / MoE
     intermediate_size: int = 128
     hidden_act: str = "silu"
@@ -167,6 +175,9 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                                         rope_theta=None if cfg.mla_use_nope else cfg.rope_theta,
                                         rope_interleaved=cfg.rope_interleave, output_gate=cfg.mla_use_output_gate,
                                         form=cfg.mla_form)
+    if kind == "mamba2":
+        return Mamba2Mixer(H, cfg.mamba_num_heads, cfg.mamba_head_dim, cfg.ssm_state_size, cfg.mamba_n_groups,
+                           cfg.mamba_conv_kernel, dt_min=cfg.time_step_min, norm_eps=cfg.rms_norm_eps)
     heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
     if kind == "lowrank_kv":
         return LowRankKVAttention(H, heads, kvh, d, cfg.kv_compression_rank or d, cfg.rope_theta)

@@ -19,7 +19,8 @@ from archprobe.errors import ArchprobeError
 from archprobe.nn.decoder import HybridConfig
 from archprobe.ops.quant import dequantize_fp8_block, dequantize_mxfp4
 
-PREFIXES = ("language_model.model.", "language_model.", "model.")
+PREFIXES = ("language_model.model.", "language_model.", "model.", "backbone.")
+MODEL_RENAMES = {"embeddings.weight": "embed_tokens.weight", "norm_f.weight": "norm.weight"}   # Nemotron-H
 VISION = ("vision_tower.", "mm_projector.", "visual.", "vision_model.", "multi_modal_projector.")
 LAYER = re.compile(r"^layers\.(\d+)\.(.+)$")
 GQA_FAMILIES = ("llama", "mistral", "qwen2")
@@ -43,8 +44,10 @@ def hybrid_config(cfg: dict, shapes: dict[str, tuple]) -> HybridConfig:
         return _gqa(text)
     if mt == "deepseek_v3":
         return _deepseek(text)
+    if mt == "nemotron_h":
+        return _nemotron(text)
     raise Unsupported(f"model_type {mt!r}: no mapping onto archprobe.nn yet (supported: kimi_linear, "
-                      "deepseek_v3, " + ", ".join(GQA_FAMILIES) + ")")
+                      "deepseek_v3, nemotron_h, " + ", ".join(GQA_FAMILIES) + ")")
 
 
 def _kimi(text: dict, shapes: dict[str, tuple]) -> HybridConfig:
@@ -118,6 +121,33 @@ def _deepseek(text: dict) -> HybridConfig:
         n_group=text.get("n_group", 1), topk_group=text.get("topk_group", 1))
 
 
+def _nemotron(text: dict) -> HybridConfig:
+    kinds = {"mamba": ("mamba2", "none"), "linear_attention": ("mamba2", "none"), "attention": ("gqa", "none"),
+             "full_attention": ("gqa", "none"), "moe": ("none", "latent_moe" if text.get("moe_latent_size") else "moe"),
+             "mlp": ("none", "dense")}
+    types = text.get("layers_block_type") or []
+    if not types or any(t not in kinds for t in types):
+        raise Unsupported(f"nemotron_h layers_block_type {types!r} has kinds archprobe does not map")
+    heads = text["num_attention_heads"]
+    return HybridConfig(
+        vocab_size=text["vocab_size"], hidden_size=text["hidden_size"], num_hidden_layers=len(types),
+        rms_norm_eps=text.get("layer_norm_epsilon", 1e-5), mixer_types=tuple(kinds[t][0] for t in types),
+        ffn_types=tuple(kinds[t][1] for t in types), tie_word_embeddings=text.get("tie_word_embeddings", False),
+        num_attention_heads=heads, num_key_value_heads=text.get("num_key_value_heads") or heads,
+        head_dim=text.get("head_dim") or text["hidden_size"] // heads, rope_theta=None,
+        mamba_num_heads=text["mamba_num_heads"], mamba_head_dim=text["mamba_head_dim"],
+        ssm_state_size=text["ssm_state_size"], mamba_n_groups=text.get("n_groups", 1),
+        mamba_conv_kernel=text.get("conv_kernel", 4), time_step_min=text.get("time_step_min", 0.0),
+        intermediate_size=text.get("intermediate_size", 0), hidden_act=text.get("mlp_hidden_act", "relu2"),
+        gated_ffn=False, num_experts=text.get("n_routed_experts", 1), num_experts_per_token=text.get(
+            "num_experts_per_tok", 1), moe_intermediate_size=text.get("moe_intermediate_size", 0),
+        shared_expert_width=text.get("moe_shared_expert_intermediate_size") or 0,
+        routed_expert_hidden_size=text.get("moe_latent_size"), latent_moe_use_norm=False,
+        latent_names=("fc1_latent_proj", "fc2_latent_proj", "latent_norm"), moe_router_activation_func="sigmoid",
+        moe_renormalize=text.get("norm_topk_prob", True), routed_scaling_factor=text.get("routed_scaling_factor", 1.0),
+        n_group=text.get("n_group", 1), topk_group=text.get("topk_group", 1))
+
+
 def _gqa(text: dict) -> HybridConfig:
     n = text["num_hidden_layers"]
     rope = text.get("rope_parameters") or {}
@@ -143,7 +173,7 @@ def module_name(name: str, cfg: HybridConfig) -> tuple[int | None, str] | None:
             break
     m = LAYER.match(name)
     if not m:
-        return None, name
+        return None, MODEL_RENAMES.get(name, name)
     i, rest = int(m.group(1)), m.group(2)
     if i >= cfg.num_hidden_layers:
         return None  # an MTP layer: not part of the decoder pass
@@ -151,6 +181,13 @@ def module_name(name: str, cfg: HybridConfig) -> tuple[int | None, str] | None:
         rest = "mlp." + rest[len("block_sparse_moe."):]     # Kimi Linear saves its dense MLP there
     elif rest.startswith("mlp.") and cfg.ffn_types[i] in ("moe", "latent_moe"):
         rest = "block_sparse_moe." + rest[len("mlp."):]     # DeepSeek keeps MoE layers under `mlp`
+    elif rest == "norm.weight" or rest.startswith("mixer."):  # Nemotron-H: one norm + one mixer per block
+        is_ffn = cfg.mixer_types[i] == "none"
+        if rest == "norm.weight":
+            rest = "post_attention_layernorm.weight" if is_ffn else "input_layernorm.weight"
+        else:
+            target = ("block_sparse_moe." if cfg.ffn_types[i] != "dense" else "mlp.") if is_ffn else "self_attn."
+            rest = target + rest[len("mixer."):]
     return i, rest
 
 

@@ -1,0 +1,90 @@
+"""Mamba-2 mixer (the SSD state-space layer), as Nemotron-H uses it, in its recurrent reference form.
+
+Mamba-2, arXiv 2405.21060. Per token, with heads h (head dim P), groups g (state N), h -> g = h // (H/G):
+  [z | xBC | dt] = in_proj(x);  xBC = SiLU(causal depthwise conv(xBC) + bias);  [x | B | C] = xBC
+  dt = max(softplus(dt + dt_bias), dt_min);  A = -exp(A_log)
+  S_h = exp(dt_h A_h) S_h + dt_h x_h B_g^T          # state [P, N], float32
+  y_h = S_h C_g + D_h x_h
+  out = out_proj(GroupRMSNorm(y * SiLU(z)))         # gate before the norm (norm_before_gate=False)
+Omitted: the chunked SSD algorithm (this form is the definition; fine for validation at test sizes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class Mamba2Cache:
+    conv: torch.Tensor     # [B, conv_dim, kernel - 1] pre-conv inputs
+    state: torch.Tensor    # [B, H, P, N] float32
+
+    def nbytes(self) -> int:
+        return self.conv.numel() * self.conv.element_size() + self.state.numel() * self.state.element_size()
+
+
+class GroupGatedRMSNorm(nn.Module):
+    def __init__(self, dim: int, groups: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.groups, self.eps = groups, eps
+
+    def forward(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        h = y.float() * F.silu(z.float())
+        g = h.unflatten(-1, (self.groups, -1))
+        g = g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * g.flatten(-2).to(y.dtype)
+
+
+class _Conv(nn.Module):
+    def __init__(self, dim: int, kernel: int, bias: bool):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(dim, 1, kernel) / kernel)
+        self.bias = nn.Parameter(torch.zeros(dim)) if bias else None
+
+
+class Mamba2Mixer(nn.Module):
+    def __init__(self, hidden: int, heads: int, head_dim: int, state_size: int, groups: int = 1, conv_kernel: int = 4,
+                 conv_bias: bool = True, dt_min: float = 0.0, norm_eps: float = 1e-5):
+        super().__init__()
+        self.heads, self.head_dim, self.state = heads, head_dim, state_size
+        self.groups, self.kernel = groups, conv_kernel
+        self.d_inner = heads * head_dim
+        self.conv_dim = self.d_inner + 2 * groups * state_size
+        self.dt_min = dt_min
+        self.in_proj = nn.Linear(hidden, self.d_inner + self.conv_dim + heads, bias=False)
+        self.conv1d = _Conv(self.conv_dim, conv_kernel, conv_bias)
+        self.dt_bias = nn.Parameter(torch.ones(heads))
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, heads + 1, dtype=torch.float32)))
+        self.D = nn.Parameter(torch.ones(heads))
+        self.norm = GroupGatedRMSNorm(self.d_inner, groups, norm_eps)
+        self.out_proj = nn.Linear(self.d_inner, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor, cache: Mamba2Cache | None = None, use_cache: bool = False):
+        Bsz, T, _ = x.shape
+        H, P, N, G = self.heads, self.head_dim, self.state, self.groups
+        z, xbc, dt = self.in_proj(x).split([self.d_inner, self.conv_dim, H], dim=-1)
+        xbc = xbc.transpose(1, 2)
+        prev = cache.conv if cache is not None else xbc.new_zeros(Bsz, self.conv_dim, self.kernel - 1)
+        full = torch.cat([prev.to(xbc.dtype), xbc], dim=-1)
+        conv = F.conv1d(full, self.conv1d.weight, self.conv1d.bias, groups=self.conv_dim)[..., -T:]
+        xs, Bm, Cm = F.silu(conv).transpose(1, 2).split([self.d_inner, G * N, G * N], dim=-1)
+        dt = F.softplus(dt.float() + self.dt_bias.float()).clamp(min=self.dt_min)          # [B, T, H]
+        A = -self.A_log.float().exp()
+        xs = xs.float().unflatten(-1, (H, P))
+        Bm = Bm.float().unflatten(-1, (G, N)).repeat_interleave(H // G, dim=2)             # [B, T, H, N]
+        Cm = Cm.float().unflatten(-1, (G, N)).repeat_interleave(H // G, dim=2)
+        S = cache.state.clone() if cache is not None else x.new_zeros(Bsz, H, P, N, dtype=torch.float32)
+        ys = []
+        for t in range(T):
+            S = S * torch.exp(dt[:, t] * A)[..., None, None] + (dt[:, t, :, None] * xs[:, t]).unsqueeze(-1) \
+                * Bm[:, t].unsqueeze(-2)
+            ys.append(torch.einsum("bhpn,bhn->bhp", S, Cm[:, t]) + self.D.float()[:, None] * xs[:, t])
+        y = torch.stack(ys, 1).flatten(-2).to(x.dtype)
+        out = self.out_proj(self.norm(y, z))
+        new_cache = Mamba2Cache(full[..., -(self.kernel - 1):], S) if (use_cache or cache is not None) else None
+        return out, new_cache
