@@ -129,21 +129,11 @@ class MoE(nn.Module):
         if shared_width:
             self.shared_experts = MLP(hidden, shared_width, activation, gated, situ_betas)
         self.last_routing: tuple[torch.Tensor, torch.Tensor] | None = None
-        self.pinned_experts: torch.Tensor | None = None   # validate --pin-routing feeds a reference's choice
 
     def route(self, r_in: torch.Tensor):
         bias = getattr(self.gate, "e_score_correction_bias", None)
-        weights, experts = moe_route(self.gate(r_in), self.top_k, score=self.score, bias=bias,
-                                     renormalize=self.renormalize, scale=self.scale, groups=self.groups,
-                                     topk_groups=self.topk_groups)
-        if self.pinned_experts is not None:
-            experts = self.pinned_experts.to(experts.device)
-            scores = torch.sigmoid(self.gate(r_in)) if self.score == "sigmoid" else torch.softmax(self.gate(r_in), -1)
-            weights = scores.gather(-1, experts)
-            if self.renormalize:
-                weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
-            weights = weights * self.scale
-        return weights, experts
+        return moe_route(self.gate(r_in), self.top_k, score=self.score, bias=bias, renormalize=self.renormalize,
+                         scale=self.scale, groups=self.groups, topk_groups=self.topk_groups)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
