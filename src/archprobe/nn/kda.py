@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from archprobe.nn.conv import DepthwiseConv, causal_conv
 from archprobe.nn.norm import GatedRMSNorm, l2norm
 from archprobe.ops.kda import kda_chunked, kda_recurrent
 
@@ -30,14 +31,6 @@ class KDACache:
 
     def nbytes(self) -> int:
         return self.conv.numel() * self.conv.element_size() + self.state.numel() * self.state.element_size()
-
-
-class _Conv(nn.Module):
-    """Depthwise causal conv weight [D, 1, kernel], no bias (checkpoint name `*_conv1d.weight`)."""
-
-    def __init__(self, dim: int, kernel: int):
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(dim, 1, kernel) / kernel)
 
 
 class KimiDeltaAttention(nn.Module):
@@ -57,7 +50,7 @@ class KimiDeltaAttention(nn.Module):
         self.q_proj = nn.Linear(hidden, D, bias=False)
         self.k_proj = nn.Linear(hidden, D, bias=False)
         self.v_proj = nn.Linear(hidden, D, bias=False)
-        self.q_conv1d, self.k_conv1d, self.v_conv1d = (_Conv(D, conv_kernel) for _ in range(3))
+        self.q_conv1d, self.k_conv1d, self.v_conv1d = (DepthwiseConv(D, conv_kernel) for _ in range(3))
         self.f_a_proj = nn.Linear(hidden, rank, bias=False)
         self.f_b_proj = nn.Linear(rank, D, bias=False)
         self.dt_bias = nn.Parameter(torch.zeros(D))
@@ -83,11 +76,8 @@ class KimiDeltaAttention(nn.Module):
     def _conv(self, mixed_BCT: torch.Tensor, cache: KDACache | None):
         """SiLU(causal depthwise conv); returns (out [B, 3D, T], new conv cache)."""
         weight = torch.cat([self.q_conv1d.weight, self.k_conv1d.weight, self.v_conv1d.weight], dim=0)
-        B, C, T = mixed_BCT.shape
-        prev = cache.conv if cache is not None else mixed_BCT.new_zeros(B, C, self.kernel - 1)
-        full = torch.cat([prev.to(mixed_BCT.dtype), mixed_BCT], dim=-1)
-        out = F.conv1d(full.to(weight.dtype), weight, groups=C)[..., -T:]
-        return F.silu(out).to(mixed_BCT.dtype), full[..., -(self.kernel - 1):]
+        out, new_cache = causal_conv(mixed_BCT, weight, None, cache.conv if cache is not None else None)
+        return F.silu(out).to(mixed_BCT.dtype), new_cache
 
     def forward(self, x: torch.Tensor, cache: KDACache | None = None, use_cache: bool = False):
         B, T, _ = x.shape

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from archprobe.nn.conv import DepthwiseConv, causal_conv
+
 
 @dataclass
 class Mamba2Cache:
@@ -40,13 +42,6 @@ class GroupGatedRMSNorm(nn.Module):
         return self.weight * g.flatten(-2).to(y.dtype)
 
 
-class _Conv(nn.Module):
-    def __init__(self, dim: int, kernel: int, bias: bool):
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(dim, 1, kernel) / kernel)
-        self.bias = nn.Parameter(torch.zeros(dim)) if bias else None
-
-
 class Mamba2Mixer(nn.Module):
     def __init__(self, hidden: int, heads: int, head_dim: int, state_size: int, groups: int = 1, conv_kernel: int = 4,
                  conv_bias: bool = True, dt_min: float = 0.0, norm_eps: float = 1e-5):
@@ -57,7 +52,7 @@ class Mamba2Mixer(nn.Module):
         self.conv_dim = self.d_inner + 2 * groups * state_size
         self.dt_min = dt_min
         self.in_proj = nn.Linear(hidden, self.d_inner + self.conv_dim + heads, bias=False)
-        self.conv1d = _Conv(self.conv_dim, conv_kernel, conv_bias)
+        self.conv1d = DepthwiseConv(self.conv_dim, conv_kernel, conv_bias)
         self.dt_bias = nn.Parameter(torch.ones(heads))
         self.A_log = nn.Parameter(torch.log(torch.arange(1, heads + 1, dtype=torch.float32)))
         self.D = nn.Parameter(torch.ones(heads))
@@ -68,10 +63,8 @@ class Mamba2Mixer(nn.Module):
         Bsz, T, _ = x.shape
         H, P, N, G = self.heads, self.head_dim, self.state, self.groups
         z, xbc, dt = self.in_proj(x).split([self.d_inner, self.conv_dim, H], dim=-1)
-        xbc = xbc.transpose(1, 2)
-        prev = cache.conv if cache is not None else xbc.new_zeros(Bsz, self.conv_dim, self.kernel - 1)
-        full = torch.cat([prev.to(xbc.dtype), xbc], dim=-1)
-        conv = F.conv1d(full, self.conv1d.weight, self.conv1d.bias, groups=self.conv_dim)[..., -T:]
+        conv, conv_cache = causal_conv(xbc.transpose(1, 2), self.conv1d.weight, self.conv1d.bias,
+                                       cache.conv if cache is not None else None)
         xs, Bm, Cm = F.silu(conv).transpose(1, 2).split([self.d_inner, G * N, G * N], dim=-1)
         dt = F.softplus(dt.float() + self.dt_bias.float()).clamp(min=self.dt_min)          # [B, T, H]
         A = -self.A_log.float().exp()
@@ -86,5 +79,5 @@ class Mamba2Mixer(nn.Module):
             ys.append(torch.einsum("bhpn,bhn->bhp", S, Cm[:, t]) + self.D.float()[:, None] * xs[:, t])
         y = torch.stack(ys, 1).flatten(-2).to(x.dtype)
         out = self.out_proj(self.norm(y, z))
-        new_cache = Mamba2Cache(full[..., -(self.kernel - 1):], S) if (use_cache or cache is not None) else None
+        new_cache = Mamba2Cache(conv_cache, S) if (use_cache or cache is not None) else None
         return out, new_cache
