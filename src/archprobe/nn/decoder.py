@@ -108,6 +108,7 @@ class HybridConfig:
     routed_scaling_factor: float = 1.0
     n_group: int = 1
     topk_group: int = 1
+    expert_storage: str = "dense"      # "mxfp4": keep routed experts packed, dequantize on use (validate)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -205,7 +206,8 @@ def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
                    shared_width=shared or None,
                    latent_size=cfg.routed_expert_hidden_size if kind == "latent_moe" else None,
                    routing_space=cfg.moe_routing_space, latent_norm=cfg.latent_moe_use_norm,
-                   latent_names=cfg.latent_names, situ_betas=betas, norm_eps=cfg.rms_norm_eps)
+                   latent_names=cfg.latent_names, situ_betas=betas, norm_eps=cfg.rms_norm_eps,
+                   expert_storage=cfg.expert_storage)
     return None
 
 

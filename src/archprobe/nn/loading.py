@@ -19,7 +19,7 @@ from archprobe.errors import ArchprobeError
 
 EXPERT_LEAVES = {"w1": "gate_proj", "gate_proj": "gate_proj", "w3": "up_proj", "up_proj": "up_proj",
                  "w2": "down_proj", "down_proj": "down_proj"}
-EXPERT_RE = re.compile(r"^(?P<head>.*experts)\.(?P<e>\d+)\.(?P<leaf>\w+)\.weight$")
+EXPERT_RE = re.compile(r"^(?P<head>.*experts)\.(?P<e>\d+)\.(?P<leaf>\w+)\.weight(?P<part>_packed|_scale)?$")
 RES_RE = re.compile(r"^(?P<head>.*?)(?P<site>self_attention_res|mlp_res|output_attn_res)_(?P<part>proj|norm)\.weight$")
 
 
@@ -43,7 +43,8 @@ def sanitize(tensors: dict, module: nn.Module | None = None) -> dict[str, torch.
     for name, t in tensors.items():
         m = EXPERT_RE.match(name)
         if m and m.group("leaf") in EXPERT_LEAVES:
-            experts.setdefault((m.group("head"), EXPERT_LEAVES[m.group("leaf")]), {})[int(m.group("e"))] = t
+            leaf = EXPERT_LEAVES[m.group("leaf")] + (m.group("part") or "")
+            experts.setdefault((m.group("head"), leaf), {})[int(m.group("e"))] = t
             continue
         r = RES_RE.match(name)
         if r:
@@ -60,14 +61,15 @@ def sanitize(tensors: dict, module: nn.Module | None = None) -> dict[str, torch.
             raise LoadError(f"{head}: expert indices are not 0..{n - 1} (got {len(by_e)} experts)")
     heads = {h for h, _ in experts}
     for head in heads:
-        gate, up, down = (experts.get((head, k)) for k in ("gate_proj", "up_proj", "down_proj"))
-        if gate is not None and up is not None:
-            out[f"{head}.gate_up_proj"] = _stack([gate, up], len(gate))   # gate rows first
-        elif gate is not None or up is not None:
-            leaf = "gate_proj" if gate is not None else "up_proj"
-            out[f"{head}.{leaf}"] = _stack([gate or up], len(gate or up))
-        if down is not None:
-            out[f"{head}.down_proj"] = _stack([down], len(down))
+        for part in ("", "_packed", "_scale"):   # dense experts, or MXFP4 kept packed (ExpertBank storage)
+            gate, up, down = (experts.get((head, k + part)) for k in ("gate_proj", "up_proj", "down_proj"))
+            if gate is not None and up is not None:
+                out[f"{head}.gate_up_proj{part}"] = _stack([gate, up], len(gate))   # gate rows first
+            elif gate is not None or up is not None:
+                leaf = "gate_proj" if gate is not None else "up_proj"
+                out[f"{head}.{leaf}{part}"] = _stack([gate or up], len(gate or up))
+            if down is not None:
+                out[f"{head}.down_proj{part}"] = _stack([down], len(down))
     return out
 
 

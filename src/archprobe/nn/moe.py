@@ -64,27 +64,43 @@ class MLP(nn.Module):
 
 class ExpertBank(nn.Module):
     """E experts, stacked: gate_up_proj [E, 2F, L] (gate rows first; up_proj [E, F, L] when not gated),
-    down_proj [E, L, F]. Gate and up share one matmul per expert."""
+    down_proj [E, L, F]. Gate and up share one matmul per expert.
+
+    `storage="mxfp4"` keeps the experts as stored (compressed-tensors MXFP4: `*_packed` U8 [E, out, in/2]
+    and `*_scale` U8 [E, out, in/32] buffers) and dequantizes an expert only when tokens are routed to it,
+    so a streamed MoE layer costs its packed size, not its float size.
+    """
 
     def __init__(self, num_experts: int, in_width: int, width: int, activation: str, gated: bool,
-                 situ_betas=(4.0, 25.0)):
+                 situ_betas=(4.0, 25.0), storage: str = "dense"):
         super().__init__()
-        scale = in_width ** -0.5
-        if gated:
-            self.gate_up_proj = nn.Parameter(torch.randn(num_experts, 2 * width, in_width) * scale)
-        else:
-            self.up_proj = nn.Parameter(torch.randn(num_experts, width, in_width) * scale)
-        self.down_proj = nn.Parameter(torch.randn(num_experts, in_width, width) * width ** -0.5)
-        self.gated, self.num_experts, self.width = gated, num_experts, width
+        if storage not in ("dense", "mxfp4"):
+            raise ValueError(f"storage must be 'dense' or 'mxfp4', not {storage!r}")
+        names = (["gate_up_proj"] if gated else ["up_proj"]) + ["down_proj"]
+        shapes = [((2 if gated else 1) * width, in_width), (in_width, width)]
+        for name, (rows, cols) in zip(names, shapes, strict=True):
+            if storage == "dense":
+                setattr(self, name, nn.Parameter(torch.randn(num_experts, rows, cols) * cols ** -0.5))
+            else:
+                self.register_buffer(name + "_packed", torch.zeros(num_experts, rows, cols // 2, dtype=torch.uint8))
+                self.register_buffer(name + "_scale", torch.zeros(num_experts, rows, cols // 32, dtype=torch.uint8))
+        self.gated, self.num_experts, self.width, self.storage = gated, num_experts, width, storage
         self.act = glu(activation, situ_betas) if gated else plain(activation)
+
+    def weight(self, name: str, e: int, dtype: torch.dtype) -> torch.Tensor:
+        if self.storage == "dense":
+            return getattr(self, name)[e]
+        from archprobe.ops.quant import dequantize_mxfp4
+
+        return dequantize_mxfp4(getattr(self, name + "_packed")[e], getattr(self, name + "_scale")[e], dtype=dtype)
 
     def run(self, x: torch.Tensor, e: int) -> torch.Tensor:
         if self.gated:  # F.linear: PyTorch's linear path is faster than `x @ w.T` on CPU (~15% measured)
-            gate, up = F.linear(x, self.gate_up_proj[e]).split(self.width, dim=-1)
+            gate, up = F.linear(x, self.weight("gate_up_proj", e, x.dtype)).split(self.width, dim=-1)
             h = self.act(gate, up)
         else:
-            h = self.act(F.linear(x, self.up_proj[e]))
-        return F.linear(h, self.down_proj[e])
+            h = self.act(F.linear(x, self.weight("up_proj", e, x.dtype)))
+        return F.linear(h, self.weight("down_proj", e, x.dtype))
 
 
 class Router(nn.Module):
@@ -107,7 +123,8 @@ class MoE(nn.Module):
                  latent_size: int | None = None, routing_space: str = "hidden", latent_norm: bool = False,
                  latent_names: tuple[str, str, str] = ("routed_expert_down_proj", "routed_expert_up_proj",
                                                        "routed_expert_norm"),
-                 situ_betas=(4.0, 25.0), norm_eps: float = 1e-5, dispatch: bool = True):
+                 situ_betas=(4.0, 25.0), norm_eps: float = 1e-5, dispatch: bool = True,
+                 expert_storage: str = "dense"):
         super().__init__()
         if routing_space not in ("hidden", "latent"):
             raise ValueError(f"routing_space must be 'hidden' or 'latent', not {routing_space!r}")
@@ -119,7 +136,7 @@ class MoE(nn.Module):
         self.routing_space, self.latent_names = routing_space, latent_names
         self.num_experts = num_experts
         self.gate = Router(L if routing_space == "latent" else hidden, num_experts, router_bias)
-        self.experts = ExpertBank(num_experts, L, expert_width, activation, gated, situ_betas)
+        self.experts = ExpertBank(num_experts, L, expert_width, activation, gated, situ_betas, expert_storage)
         if latent_size:
             setattr(self, latent_names[0], nn.Linear(hidden, latent_size, bias=False))
             setattr(self, latent_names[1], nn.Linear(latent_size, hidden, bias=False))

@@ -67,6 +67,7 @@ def _kimi(text: dict, shapes: dict[str, tuple]) -> HybridConfig:
         first = text.get("first_k_dense_replace", 1)
         ffns = tuple("dense" if i < first else moe for i in range(n))
     a_log = next((s for k, s in shapes.items() if k.endswith("self_attn.A_log")), None)
+    packed_experts = any(".experts." in k and k.endswith(".weight_packed") for k in shapes)
     experts = text.get("num_experts") or text.get("num_local_experts")
     shared = text.get("num_shared_experts") or text.get("n_shared_experts") or 0
     width = text.get("moe_intermediate_size", 0)
@@ -94,7 +95,7 @@ def _kimi(text: dict, shapes: dict[str, tuple]) -> HybridConfig:
         latent_moe_use_norm=bool(text.get("latent_moe_use_norm")),
         moe_router_activation_func=text.get("moe_router_activation_func", "sigmoid"),
         moe_renormalize=text.get("moe_renormalize", True), routed_scaling_factor=text.get("routed_scaling_factor", 1.0),
-        rope_theta=None)
+        rope_theta=None, expert_storage="mxfp4" if packed_experts else "dense")
 
 
 def _deepseek(text: dict) -> HybridConfig:
@@ -191,13 +192,16 @@ def module_name(name: str, cfg: HybridConfig) -> tuple[int | None, str] | None:
     return i, rest
 
 
-def lazy_dequantize(names: dict[str, str], get, dtype: torch.dtype) -> dict:
+def lazy_dequantize(names: dict[str, str], get, dtype: torch.dtype, keep_packed_experts: bool = False) -> dict:
     """module name -> zero-argument loader of the dense tensor (`names`: module name -> checkpoint name).
 
     MXFP4 (`X.weight_packed` + `X.weight_scale`) and FP8 (`X.weight` + `X.weight_scale_inv`) become a
     loader of `X.weight`; nothing is read until the loader is called (experts: one at a time)."""
     out: dict = {}
     for m, n in names.items():
+        if keep_packed_experts and ".experts." in m and m.endswith((".weight_packed", ".weight_scale")):
+            out[m] = (lambda n=n: get(n))    # stays packed: ExpertBank(storage="mxfp4") dequantizes on use
+            continue
         if m.endswith(".weight_scale") and m[: -len("_scale")] + "_packed" in names:
             continue
         if m.endswith(".weight_scale_inv"):

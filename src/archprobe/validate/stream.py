@@ -143,7 +143,8 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
 
     def load_into(module, pairs, what, assign=False):
         with index.opener() as get:
-            local = lazy_dequantize({m: n for n, m in pairs}, get, torch_dtype)
+            local = lazy_dequantize({m: n for n, m in pairs}, get, torch_dtype,
+                                    keep_packed_experts=cfg.expert_storage == "mxfp4")
             if module is model and cfg.tie_word_embeddings and "embed_tokens.weight" in local:
                 local.setdefault("lm_head.weight", local["embed_tokens.weight"])
             state = sanitize(local)
