@@ -80,3 +80,26 @@ def test_attnres_with_one_source_is_identity_and_zero_queries_average():
     names = {n for n, _ in model.named_parameters()}
     assert "layers.0.self_attention_res.proj.weight" in names and "output_attn_res.norm.weight" in names
     assert model.layers[0].self_attention_res.proj.weight.shape == (1, cfg.hidden_size)
+
+
+def test_packed_mxfp4_experts_equal_their_dequantized_dense_twin():
+    import numpy as np
+
+    from archprobe.formats.mxfp4 import dequantize_mxfp4_np, quantize_mxfp4
+    from archprobe.nn.moe import ExpertBank
+
+    torch.manual_seed(0)
+    E, L, F = 3, 64, 32
+    packed = ExpertBank(E, L, F, "silu", gated=True, storage="mxfp4")
+    dense = ExpertBank(E, L, F, "silu", gated=True)
+    with torch.no_grad():
+        for name, (rows, cols) in (("gate_up_proj", (2 * F, L)), ("down_proj", (L, F))):
+            for e in range(E):
+                p, s = quantize_mxfp4(np.random.default_rng(e).standard_normal((rows, cols)).astype(np.float32))
+                getattr(packed, name + "_packed")[e] = torch.from_numpy(p)
+                getattr(packed, name + "_scale")[e] = torch.from_numpy(s)
+                getattr(dense, name)[e] = torch.from_numpy(dequantize_mxfp4_np(p, s))
+    x = torch.randn(5, L)
+    for e in range(E):
+        assert torch.equal(packed.run(x, e), dense.run(x, e))
+    assert not any(p.is_floating_point() for p in packed.buffers())
