@@ -132,34 +132,57 @@ class HybridConfig:
         return [(m, f, self.residual) for m, f in zip(self.mixer_types, self.ffn_types, strict=True)]
 
     @classmethod
-    def from_config_json(cls, cfg: dict) -> HybridConfig:
-        """From a Kimi Linear / K3 style config.json (nested text_config and 1-based layer lists resolved)."""
+    def from_config_json(cls, cfg: dict, a_log_len: int | None = None, expert_storage: str = "dense") -> HybridConfig:
+        """From a Kimi Linear / K3 config.json: nested text_config, the released 1-based layer lists or
+        transformers' `layer_types`; unknown keys kept in `extra`. `a_log_len` is the stored A_log length
+        (K3 pads it to 128), which only the checkpoint knows."""
         text = cfg.get("text_config") or cfg
-        known = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in text.items() if k in known}
-        lac = text.get("linear_attn_config") or {}
         n = text["num_hidden_layers"]
-        if lac:
-            kw.update(linear_num_heads=lac.get("num_heads", 4), linear_head_dim=lac.get("head_dim", 16),
-                      short_conv_kernel_size=lac.get("short_conv_kernel_size", 4))
-            if "gate_lower_bound" in lac:
-                kw.update(kda_gate="bounded", gate_lower_bound=lac["gate_lower_bound"])
-            else:
-                kw["kda_gate"] = "softplus"
-            kw["use_full_rank_gate"] = bool(lac.get("use_full_rank_gate", False))
-            full = set(lac.get("full_attn_layers", []))
-            kw["mixer_types"] = tuple("mla" if i + 1 in full else "kda" for i in range(n))
-        first_dense = text.get("first_k_dense_replace", 0)
+        lac = text.get("linear_attn_config") or {}
+        if lac.get("full_attn_layers") is not None:
+            full = set(lac["full_attn_layers"])                        # 1-based, as released
+            mixers = tuple("mla" if i + 1 in full else "kda" for i in range(n))
+        elif text.get("layer_types"):
+            mixers = tuple("mla" if t == "full_attention" else "kda" for t in text["layer_types"])
+        else:
+            raise ValueError("kimi_linear config declares neither linear_attn_config nor layer_types")
         moe = "latent_moe" if text.get("routed_expert_hidden_size") else "moe"
-        if text.get("num_experts"):
-            kw["ffn_types"] = tuple("dense" if i < first_dense else moe for i in range(n))
-        if text.get("attn_res_block_size"):
-            kw["residual"] = "attnres_block"
-        if "num_shared_experts" in text:
-            kw["shared_expert_width"] = text["num_shared_experts"] * text.get("moe_intermediate_size", 0) or None
-        kw["rope_theta"] = None if text.get("mla_use_nope") else text.get("rope_theta", 10000.0)
-        kw["extra"] = {k: v for k, v in text.items() if k not in known}
-        return cls(**kw)
+        if text.get("mlp_layer_types"):
+            ffns = tuple(moe if t == "sparse" else "dense" for t in text["mlp_layer_types"])
+        else:
+            first = text.get("first_k_dense_replace", 1)
+            ffns = tuple("dense" if i < first else moe for i in range(n))
+        experts = text.get("num_experts") or text.get("num_local_experts")
+        shared = text.get("num_shared_experts") or text.get("n_shared_experts") or 0
+        width = text.get("moe_intermediate_size", 0)
+        known = {f.name for f in fields(cls)}
+        return cls(
+            vocab_size=text["vocab_size"], hidden_size=text["hidden_size"], num_hidden_layers=n,
+            rms_norm_eps=text.get("rms_norm_eps", 1e-5), mixer_types=mixers, ffn_types=ffns,
+            residual="attnres_block" if text.get("attn_res_block_size") else "prenorm",
+            attn_res_block_size=text.get("attn_res_block_size"),
+            tie_word_embeddings=text.get("tie_word_embeddings", False),
+            num_attention_heads=text["num_attention_heads"], q_lora_rank=text.get("q_lora_rank"),
+            kv_lora_rank=text["kv_lora_rank"], qk_nope_head_dim=text["qk_nope_head_dim"],
+            qk_rope_head_dim=text["qk_rope_head_dim"], v_head_dim=text["v_head_dim"], mla_use_nope=True,
+            mla_use_output_gate=bool(text.get("mla_use_output_gate")),
+            linear_num_heads=lac.get("num_heads") or text.get("linear_num_heads"),
+            linear_head_dim=lac.get("head_dim") or text.get("linear_head_dim"),
+            short_conv_kernel_size=lac.get("short_conv_kernel_size") or text.get("linear_conv_kernel_dim") or 4,
+            kda_gate="bounded" if "gate_lower_bound" in lac else "softplus",
+            gate_lower_bound=lac.get("gate_lower_bound", -5.0), use_full_rank_gate=bool(lac.get("use_full_rank_gate")),
+            a_log_len=a_log_len,
+            intermediate_size=text.get("intermediate_size", 0), hidden_act=text.get("hidden_act", "silu"),
+            activation_situ_beta=text.get("activation_situ_beta", 4.0),
+            activation_situ_linear_beta=text.get("activation_situ_linear_beta", 25.0),
+            num_experts=experts or 1, num_experts_per_token=text.get("num_experts_per_token")
+            or text.get("num_experts_per_tok") or 1, moe_intermediate_size=width, shared_expert_width=shared * width,
+            routed_expert_hidden_size=text.get("routed_expert_hidden_size"),
+            latent_moe_use_norm=bool(text.get("latent_moe_use_norm")),
+            moe_router_activation_func=text.get("moe_router_activation_func", "sigmoid"),
+            moe_renormalize=text.get("moe_renormalize", True),
+            routed_scaling_factor=text.get("routed_scaling_factor", 1.0),
+            rope_theta=None, expert_storage=expert_storage, extra={k: v for k, v in text.items() if k not in known})
 
 
 def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:

@@ -44,7 +44,7 @@ class KimiDeltaAttention(nn.Module):
             raise ValueError(f"output_gate must be 'full_rank' or 'low_rank', not {output_gate!r}")
         D = heads * head_dim
         rank = decay_rank or head_dim
-        self.heads, self.head_dim, self.kernel = heads, head_dim, conv_kernel
+        self.heads, self.head_dim = heads, head_dim
         self.gate, self.gate_lower_bound, self.output_gate, self.chunk_size = gate, gate_lower_bound, output_gate, \
             chunk_size
         self.q_proj = nn.Linear(hidden, D, bias=False)

@@ -47,7 +47,7 @@ class Mamba2Mixer(nn.Module):
                  conv_bias: bool = True, dt_min: float = 0.0, norm_eps: float = 1e-5):
         super().__init__()
         self.heads, self.head_dim, self.state = heads, head_dim, state_size
-        self.groups, self.kernel = groups, conv_kernel
+        self.groups = groups
         self.d_inner = heads * head_dim
         self.conv_dim = self.d_inner + 2 * groups * state_size
         self.dt_min = dt_min

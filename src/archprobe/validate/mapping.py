@@ -51,51 +51,13 @@ def hybrid_config(cfg: dict, shapes: dict[str, tuple]) -> HybridConfig:
 
 
 def _kimi(text: dict, shapes: dict[str, tuple]) -> HybridConfig:
-    n = text["num_hidden_layers"]
-    lac = text.get("linear_attn_config") or {}
-    if lac.get("full_attn_layers") is not None:
-        full = set(lac["full_attn_layers"])                        # 1-based, as released
-        mixers = tuple("mla" if i + 1 in full else "kda" for i in range(n))
-    elif text.get("layer_types"):
-        mixers = tuple("mla" if t == "full_attention" else "kda" for t in text["layer_types"])
-    else:
-        raise Unsupported("kimi_linear config declares neither linear_attn_config nor layer_types")
-    moe = "latent_moe" if text.get("routed_expert_hidden_size") else "moe"
-    if text.get("mlp_layer_types"):
-        ffns = tuple(moe if t == "sparse" else "dense" for t in text["mlp_layer_types"])
-    else:
-        first = text.get("first_k_dense_replace", 1)
-        ffns = tuple("dense" if i < first else moe for i in range(n))
     a_log = next((s for k, s in shapes.items() if k.endswith("self_attn.A_log")), None)
-    packed_experts = any(".experts." in k and k.endswith(".weight_packed") for k in shapes)
-    experts = text.get("num_experts") or text.get("num_local_experts")
-    shared = text.get("num_shared_experts") or text.get("n_shared_experts") or 0
-    width = text.get("moe_intermediate_size", 0)
-    return HybridConfig(
-        vocab_size=text["vocab_size"], hidden_size=text["hidden_size"], num_hidden_layers=n,
-        rms_norm_eps=text.get("rms_norm_eps", 1e-5), mixer_types=mixers, ffn_types=ffns,
-        residual="attnres_block" if text.get("attn_res_block_size") else "prenorm",
-        attn_res_block_size=text.get("attn_res_block_size"), tie_word_embeddings=text.get("tie_word_embeddings", False),
-        num_attention_heads=text["num_attention_heads"], q_lora_rank=text.get("q_lora_rank"),
-        kv_lora_rank=text["kv_lora_rank"], qk_nope_head_dim=text["qk_nope_head_dim"],
-        qk_rope_head_dim=text["qk_rope_head_dim"], v_head_dim=text["v_head_dim"], mla_use_nope=True,
-        mla_use_output_gate=bool(text.get("mla_use_output_gate")),
-        linear_num_heads=lac.get("num_heads") or text.get("linear_num_heads"),
-        linear_head_dim=lac.get("head_dim") or text.get("linear_head_dim"),
-        short_conv_kernel_size=lac.get("short_conv_kernel_size") or text.get("linear_conv_kernel_dim") or 4,
-        kda_gate="bounded" if "gate_lower_bound" in lac else "softplus",
-        gate_lower_bound=lac.get("gate_lower_bound", -5.0), use_full_rank_gate=bool(lac.get("use_full_rank_gate")),
-        a_log_len=int(torch.Size(a_log).numel()) if a_log else None,
-        intermediate_size=text.get("intermediate_size", 0), hidden_act=text.get("hidden_act", "silu"),
-        activation_situ_beta=text.get("activation_situ_beta", 4.0),
-        activation_situ_linear_beta=text.get("activation_situ_linear_beta", 25.0),
-        num_experts=experts or 1, num_experts_per_token=text.get("num_experts_per_token")
-        or text.get("num_experts_per_tok") or 1, moe_intermediate_size=width, shared_expert_width=shared * width,
-        routed_expert_hidden_size=text.get("routed_expert_hidden_size"),
-        latent_moe_use_norm=bool(text.get("latent_moe_use_norm")),
-        moe_router_activation_func=text.get("moe_router_activation_func", "sigmoid"),
-        moe_renormalize=text.get("moe_renormalize", True), routed_scaling_factor=text.get("routed_scaling_factor", 1.0),
-        rope_theta=None, expert_storage="mxfp4" if packed_experts else "dense")
+    packed = any(".experts." in k and k.endswith(".weight_packed") for k in shapes)
+    try:
+        return HybridConfig.from_config_json(text, a_log_len=int(torch.Size(a_log).numel()) if a_log else None,
+                                             expert_storage="mxfp4" if packed else "dense")
+    except ValueError as exc:
+        raise Unsupported(str(exc)) from None
 
 
 def _deepseek(text: dict) -> HybridConfig:
