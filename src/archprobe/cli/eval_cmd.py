@@ -1,0 +1,228 @@
+"""`archprobe eval ...`: run, resume, intervene, report, compare, audit, import Inspect logs, stand-in."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from archprobe.cli._common import JsonOpt, NoProgressOpt, guarded, print_json, shard_progress
+
+app = typer.Typer(help="Evaluations with the nine-check method; every attempt kept in a SQLite ledger.",
+                  no_args_is_help=True)
+LedgerOpt = Annotated[str, typer.Option("--ledger", help="SQLite ledger file.")]
+DEFAULT_LEDGER = "archprobe-ledger.sqlite"
+
+
+@app.command("run")
+def run(tasks: Annotated[str, typer.Argument(help="Task-set folder (with tasks.jsonl) or `builtin`.")],
+        endpoint: Annotated[str, typer.Option(help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")],
+        model: Annotated[str, typer.Option(help="Model name to ask the endpoint for.")],
+        attempts: Annotated[int, typer.Option(min=1, help="Attempts per task.")] = 5,
+        concurrency: Annotated[int, typer.Option(min=1, help="Attempts in flight at once.")] = 8,
+        ledger: LedgerOpt = DEFAULT_LEDGER,
+        run_id: Annotated[str | None, typer.Option(help="Resume this run (only attempts without a final "
+                                                        "outcome run again), or name a new one.")] = None,
+        executor: Annotated[str, typer.Option(help="local (asyncio) or ray (RAY_ADDRESS for a cluster).")] = "local",
+        timeout: Annotated[float, typer.Option(help="Seconds per attempt (wall clock).")] = 120.0,
+        max_retries: Annotated[int, typer.Option(min=0, help="New linked attempts after an error or timeout.")] = 2,
+        backoff: Annotated[float, typer.Option(min=0, help="First retry delay in seconds (doubles).")] = 1.0,
+        temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default: the server's).")] = None,
+        max_tokens: Annotated[int | None, typer.Option(help="Completion token limit.")] = None,
+        seed: Annotated[int | None, typer.Option(help="Base seed; sample i asks with seed+i.")] = 0,
+        api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+        no_network_isolation: Annotated[bool, typer.Option(help="Run agentic test commands with the host "
+                                                                "network.")] = False,
+        json_out: JsonOpt = False, no_progress: NoProgressOpt = False) -> None:
+    """Run every task N times; every attempt, retry and failure goes into the ledger.
+
+    Example: archprobe eval run builtin --endpoint http://127.0.0.1:8000/v1 --model my-model --attempts 5
+    """
+
+    def go() -> None:
+        from archprobe.eval.ledger import Ledger
+        from archprobe.eval.report import build_report
+        from archprobe.eval.runner import RunOptions, run_eval
+        from archprobe.eval.tasks import load_task_set
+
+        task_set = load_task_set(tasks)
+        opts = RunOptions(endpoint=endpoint, model=model, attempts=attempts, concurrency=concurrency,
+                          executor=executor, timeout_s=timeout, max_retries=max_retries, backoff_s=backoff,
+                          temperature=temperature, max_tokens=max_tokens, seed=seed, api_key_env=api_key_env,
+                          isolate_network=not no_network_isolation)
+        book = Ledger(ledger)
+        with shard_progress(not no_progress and not json_out, "attempts") as progress:
+            rid = run_eval(book, task_set, opts, run_id=run_id, progress=progress)
+        doc = build_report(book, rid)
+        if json_out:
+            print_json(doc)
+        else:
+            from archprobe.cli.render_eval import render_report
+
+            render_report(doc)
+            typer.echo(f"ledger: {ledger}   report again: archprobe eval report {rid} --ledger {ledger}")
+
+    guarded(go)
+
+
+@app.command("intervene")
+def intervene(run_id: str, attempt: Annotated[str, typer.Option(help="Attempt id (see `eval report`).")],
+              kind: Annotated[str, typer.Option(help="message, approval or fix.")],
+              note: Annotated[str, typer.Option(help="What the human did.")],
+              ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
+    """Record human help on an attempt (E1, E3): the attempt is then reported as assisted."""
+
+    def go() -> None:
+        from archprobe.errors import ArchprobeError
+        from archprobe.eval.ledger import Ledger
+
+        book = Ledger(ledger)
+        book.run(run_id)
+        if book.attempt_run(attempt) != run_id:
+            raise ArchprobeError(f"attempt {attempt!r} belongs to another run")
+        book.add_intervention(attempt, kind, note)
+        if json_out:
+            print_json({"run_id": run_id, "attempt_id": attempt, "kind": kind, "recorded": True})
+        else:
+            typer.echo(f"recorded {kind} on {attempt}")
+
+    guarded(go)
+
+
+@app.command("report")
+def report(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER,
+           html: Annotated[str | None, typer.Option("--html", help="Also write a self-contained HTML page.")] = None,
+           ci: Annotated[str, typer.Option(help="auto, clustered, bootstrap or wilson.")] = "auto",
+           also_ledger: Annotated[list[str] | None, typer.Option(help="Another ledger to search for independent "
+                                                                     "re-runs on the same task hash (C1).")] = None,
+           json_out: JsonOpt = False) -> None:
+    """Outcomes, success rate with a 95% interval, the nine checks and the verdict, every attempt."""
+
+    def go() -> None:
+        from archprobe.errors import ArchprobeError
+        from archprobe.eval.ledger import Ledger
+        from archprobe.eval.report import build_report, write_html
+
+        if ci not in ("auto", "clustered", "bootstrap", "wilson"):
+            raise ArchprobeError(f"unknown interval method {ci!r}", hint="auto, clustered, bootstrap or wilson")
+        others = [Ledger(p) for p in also_ledger or []]
+        doc = build_report(_existing(ledger), run_id, ci=ci, other_ledgers=others)
+        if html:
+            write_html(doc, html)
+        if json_out:
+            print_json(doc)
+            return
+        from archprobe.cli.render_eval import render_report
+
+        render_report(doc)
+        if html:
+            typer.echo(f"html: {html}")
+
+    guarded(go)
+
+
+@app.command("runs")
+def runs(ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
+    """The runs in a ledger."""
+
+    def go() -> None:
+        rows = _existing(ledger).runs()
+        if json_out:
+            print_json({"schema": "archprobe.eval-runs/1", "runs": rows})
+            return
+        for r in rows:
+            typer.echo(f"{r['run_id']}  {r['source']}  {r['model']}  {r['attempts_per_task']}x  "
+                       f"{r['task_set_hash'][:19]}")
+
+    guarded(go)
+
+
+@app.command("compare")
+def compare(run_a: str, run_b: str, ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
+    """Paired comparison of two runs on the same task hash: mean per-task difference (B - A), 95% CI."""
+
+    def go() -> None:
+        from archprobe.eval.compare import compare_runs
+
+        doc = compare_runs(_existing(ledger), run_a, run_b)
+        if json_out:
+            print_json(doc)
+        else:
+            typer.echo(f"{doc['tasks']} tasks; success B - A = {doc['mean_difference']:+.3f} "
+                       f"[{doc['ci95'][0]:+.3f}, {doc['ci95'][1]:+.3f}] ({doc['method']}); p = {doc['p_value']:.3g}")
+
+    guarded(go)
+
+
+@app.command("audit")
+def audit(claim: Annotated[str, typer.Argument(help="CLAIM.yaml / .json, or an archprobe eval report JSON.")],
+          json_out: JsonOpt = False) -> None:
+    """Apply the nine checks to someone else's published result and print the verdict with reasons."""
+
+    def go() -> None:
+        from archprobe.eval.audit import audit_file
+
+        doc = audit_file(claim)
+        if json_out:
+            print_json(doc)
+            return
+        from archprobe.cli.render_eval import render_checks
+
+        render_checks(doc, title=doc.get("claim") or claim)
+
+    guarded(go)
+
+
+@app.command("import-inspect")
+def import_inspect(log: Annotated[str, typer.Argument(help="An Inspect AI .eval (or .json) log.")],
+                   ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
+    """Import an Inspect AI log so it can be reported and audited like an archprobe run."""
+
+    def go() -> None:
+        from archprobe.eval.inspect_import import import_inspect_log
+        from archprobe.eval.ledger import Ledger
+
+        rid = import_inspect_log(Ledger(ledger), log)
+        if json_out:
+            print_json({"run_id": rid, "ledger": ledger})
+        else:
+            typer.echo(f"imported as {rid}; archprobe eval report {rid} --ledger {ledger}")
+
+    guarded(go)
+
+
+@app.command("standin")
+def standin(tasks: Annotated[str, typer.Argument(help="Task set whose answers the stand-in knows.")] = "builtin",
+            port: int = 8011, seed: int = 0, p_correct: float = 0.7, p_error: float = 0.0,
+            p_rate_limit: float = 0.0, p_stall: float = 0.0, stall_s: float = 5.0, delay_s: float = 0.0) -> None:
+    """Serve a deterministic OpenAI-compatible stand-in on 127.0.0.1 (NOT a model) to try the harness."""
+
+    def go() -> None:
+        import time
+
+        from archprobe.eval.standin import Behaviour, StandinServer
+        from archprobe.eval.tasks import load_task_set
+
+        srv = StandinServer(load_task_set(tasks), Behaviour(seed=seed, p_correct=p_correct, p_error=p_error,
+                                                            p_rate_limit=p_rate_limit, p_stall=p_stall,
+                                                            stall_s=stall_s, delay_s=delay_s), port=port).start()
+        typer.echo(f"stand-in (not a model: answers right with p={p_correct}) at {srv.url}; Ctrl-C stops it",
+                   err=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            srv.stop()
+
+    guarded(go)
+
+
+def _existing(path: str):
+    from pathlib import Path
+
+    from archprobe.errors import ArchprobeError
+    from archprobe.eval.ledger import Ledger
+
+    if not Path(path).is_file():
+        raise ArchprobeError(f"{path}: no ledger here", hint="pass --ledger PATH (default ./archprobe-ledger.sqlite)")
+    return Ledger(path)

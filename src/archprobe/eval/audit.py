@@ -1,0 +1,36 @@
+"""`eval audit CLAIM`: read a claim written down from someone else's post and apply the nine checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from archprobe.errors import ArchprobeError
+from archprobe.eval.checks import evidence_from_claim, failing, nine_checks, verdict
+
+SCHEMA = "archprobe.eval-audit/1"
+
+
+def audit_file(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise ArchprobeError(f"{path}: no such claim file")
+    text = path.read_text(errors="replace")
+    try:
+        if path.suffix == ".json":
+            doc = json.loads(text)
+        else:
+            import yaml
+
+            doc = yaml.safe_load(text)   # safe_load: a claim file never constructs objects
+    except Exception as exc:
+        raise ArchprobeError(f"{path}: not valid YAML/JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+    return audit_claim(doc, str(path))
+
+
+def audit_claim(doc: dict, where: str = "claim") -> dict:
+    checks = nine_checks(evidence_from_claim(doc, where))
+    v = verdict(checks)
+    reasons = [f"{k} {checks[k]['status']}: {checks[k]['evidence']}" for k in failing(checks)]
+    return {"schema": SCHEMA, "claim": doc.get("claim") or doc.get("run_id"), "source": doc.get("source"),
+            "checks": checks, "verdict": v, "failing": failing(checks), "reasons": reasons}

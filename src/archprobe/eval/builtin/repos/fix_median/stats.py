@@ -1,0 +1,9 @@
+"""A tiny statistics module with one bug for the built-in agentic task."""
+
+
+def median(values):
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("median of an empty list")
+    middle = len(ordered) // 2
+    return ordered[middle]

@@ -1,0 +1,132 @@
+"""Task sets: a folder with `tasks.jsonl` and, for agentic tasks, starting repositories.
+
+Why a content hash over everything (T1): two runs are comparable only if they ran the same
+instructions, the same targets and the same starting files; the hash says so without trust.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from archprobe.errors import ArchprobeError
+from archprobe.eval.scorers import SCORERS
+from archprobe.eval.workspace import tree_hash
+
+BUILTIN = Path(__file__).parent / "builtin"
+MAX_TASKS_BYTES = 64 * 1024 * 1024
+
+
+class TaskSetError(ArchprobeError):
+    """A task set is missing, malformed or refers to files outside itself."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task. `repo` and `test_command` make it agentic: an agent edits a fresh copy of `repo`,
+    then `test_command`'s exit status decides pass (0) or fail."""
+
+    id: str
+    messages: tuple[dict, ...]
+    scorer: str
+    target: object = None
+    reference: str | None = None      # a known-good answer, used by the stand-in server only
+    repo: str | None = None
+    test_command: str | None = None
+    agent_command: str | None = None
+    timeout_s: float | None = None
+    repo_hash: str | None = None
+
+    @property
+    def agentic(self) -> bool:
+        return self.repo is not None
+
+    @property
+    def prompt(self) -> str:
+        return "\n".join(str(m.get("content", "")) for m in self.messages if m.get("role") == "user")
+
+
+@dataclass
+class TaskSet:
+    root: Path
+    tasks: list[Task]
+    hash: str
+    name: str = ""
+    by_id: dict[str, Task] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.by_id = {t.id: t for t in self.tasks}
+
+
+def load_task_set(spec: str | Path) -> TaskSet:
+    """`builtin` or a folder holding tasks.jsonl (or the tasks.jsonl file itself)."""
+    root = BUILTIN if str(spec) == "builtin" else Path(spec)
+    if root.is_file():
+        root = root.parent
+    jsonl = root / "tasks.jsonl"
+    if not jsonl.is_file():
+        raise TaskSetError(f"{root}: no tasks.jsonl here", hint="a task set is a folder with tasks.jsonl; "
+                           "or use `builtin`")
+    raw = jsonl.read_bytes()
+    if len(raw) > MAX_TASKS_BYTES:
+        raise TaskSetError(f"{jsonl}: {len(raw):,} bytes is more than a task file should hold")
+    tasks = [_parse_task(root, jsonl, n, line) for n, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1)
+             if line.strip()]
+    if not tasks:
+        raise TaskSetError(f"{jsonl}: no tasks")
+    seen: set[str] = set()
+    for t in tasks:
+        if t.id in seen:
+            raise TaskSetError(f"{jsonl}: task id {t.id!r} appears twice")
+        seen.add(t.id)
+    return TaskSet(root=root, tasks=tasks, hash=task_set_hash(raw, tasks), name=root.name)
+
+
+def task_set_hash(tasks_jsonl: bytes, tasks: list[Task]) -> str:
+    """sha256 over tasks.jsonl and each starting repository's tree hash, in task order."""
+    h = hashlib.sha256(b"archprobe.taskset/1\0")
+    h.update(tasks_jsonl)
+    for t in tasks:
+        if t.repo_hash:
+            h.update(f"\0{t.id}\0{t.repo_hash}".encode())
+    return "sha256:" + h.hexdigest()
+
+
+def _parse_task(root: Path, jsonl: Path, lineno: int, line: str) -> Task:
+    where = f"{jsonl}:{lineno}"
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise TaskSetError(f"{where}: not JSON ({exc.msg})") from None
+    if not isinstance(obj, dict):
+        raise TaskSetError(f"{where}: a task is a JSON object")
+    task_id = obj.get("id")
+    if not isinstance(task_id, str | int) or str(task_id) == "":
+        raise TaskSetError(f"{where}: every task needs an `id`")
+    messages = obj.get("messages")
+    if messages is None:
+        prompt = obj.get("prompt")
+        if not isinstance(prompt, str):
+            raise TaskSetError(f"{where}: task {task_id!r} needs `messages` or a `prompt` string")
+        messages = [{"role": "user", "content": prompt}]
+    if not (isinstance(messages, list) and all(isinstance(m, dict) and "role" in m for m in messages)):
+        raise TaskSetError(f"{where}: `messages` must be a list of {{role, content}} objects")
+    scorer = obj.get("scorer", "exact")
+    if scorer not in SCORERS:
+        raise TaskSetError(f"{where}: unknown scorer {scorer!r}", hint="one of " + ", ".join(sorted(SCORERS)))
+    repo, repo_hash = obj.get("repo"), None
+    if scorer == "command" and not obj.get("test_command"):
+        raise TaskSetError(f"{where}: the command scorer needs a `test_command`")
+    if repo is not None:
+        repo_path = (root / str(repo)).resolve()
+        if not repo_path.is_relative_to(root.resolve()) or not repo_path.is_dir():
+            raise TaskSetError(f"{where}: starting repository {repo!r} is not a folder inside the task set")
+        repo_hash = tree_hash(repo_path)
+    timeout = obj.get("timeout_s")
+    if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+        raise TaskSetError(f"{where}: `timeout_s` must be a positive number")
+    return Task(id=str(task_id), messages=tuple(messages), scorer=scorer, target=obj.get("target"),
+                reference=obj.get("reference"), repo=repo, test_command=obj.get("test_command"),
+                agent_command=obj.get("agent_command"), timeout_s=timeout, repo_hash=repo_hash)
