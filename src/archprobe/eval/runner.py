@@ -81,6 +81,7 @@ def attempt_id(run_id: str, task_id: str, sample: int, try_: int) -> str:
 def run_eval(ledger: Ledger, task_set: TaskSet, opts: RunOptions, run_id: str | None = None,
              progress: Callable[[int, int], None] | None = None) -> str:
     """Create (or resume) a run and drive every slot to a settled state. Returns the run id."""
+    _executor(opts)  # an unknown executor is refused before anything is written
     run_id = run_id or new_run_id()
     if ledger.has_run(run_id):
         run = ledger.run(run_id)

@@ -62,7 +62,7 @@ class StandinServer:
         self._seen: dict[str, int] = {}
         self._lock = threading.Lock()
         self._log_file = open(log_path, "a") if log_path else None  # noqa: SIM115 (closed in stop)
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self.httpd = _Server(("127.0.0.1", port), self._handler())
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"
@@ -173,6 +173,10 @@ class StandinServer:
                     pass  # the client gave up (a stall past its timeout)
 
         return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256   # many clients connect at once; the default backlog of 5 resets them
 
 
 def _last_user(messages: list[dict]) -> str:
