@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from archprobe.cli import eval_cmd, inspect_cmd, memory_cmd, validate_cmd
+from archprobe.cli import adapt_cmd, eval_cmd, inspect_cmd, memory_cmd, validate_cmd
 
 app = typer.Typer(name="archprobe", help="Read the weights, not the rumors.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
@@ -14,6 +14,7 @@ app.command("inspect")(inspect_cmd.inspect)
 app.command("demo")(inspect_cmd.demo)
 app.command("memory")(memory_cmd.memory)
 app.command("validate")(validate_cmd.validate)
+app.command("adapt")(adapt_cmd.adapt)
 app.add_typer(eval_cmd.app, name="eval")
 
 

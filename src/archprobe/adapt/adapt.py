@@ -1,0 +1,50 @@
+"""The adaptation document (schema archprobe.adapt/1): every framework's status and feature table."""
+
+from __future__ import annotations
+
+from archprobe.adapt import engines, generic, hf, llamacpp
+from archprobe.formats.sources import open_source
+from archprobe.structure.inspect import analyse
+
+SCHEMA = "archprobe.adapt/1"
+FRAMEWORKS = ("transformers", "vllm", "sglang", "llama.cpp", "archprobe")
+
+
+def adapt(source: str | None = None, progress=None, only: list[str] | None = None) -> dict:
+    if source is None:
+        from archprobe.demo import demo_checkpoint
+
+        source = str(demo_checkpoint())
+    raw = open_source(source, progress)
+    doc = analyse(raw)
+    config = raw.config or {}
+    features = doc["features"]
+    present = {t.name for h in raw.headers for t in h.tensors}
+    shapes = {t.name.replace("*", "0"): tuple(t.shape) for h in raw.headers for t in h.tensors}
+    moe = any(k in ("moe", "latent_moe") for k in doc["architecture"].get("ffns", {}))
+    gguf_arch = (raw.gguf_metadata or {}).get("general.architecture") if raw.kind == "gguf" else None
+    wanted = only or list(FRAMEWORKS)
+    results = []
+    for name in wanted:
+        if name == "transformers":
+            results.append(hf.probe(config, features, present))
+        elif name in ("vllm", "sglang"):
+            results.append(engines.probe(name, config, features))
+        elif name == "llama.cpp":
+            results.append(llamacpp.probe(config, features, present, doc["architecture"]["num_layers"] or 1,
+                                          gguf_arch, moe))
+        elif name == "archprobe":
+            results.append(generic.probe(config, features, present, shapes) if raw.kind != "gguf" else
+                           {**generic.unknown(generic.NAME, None, "validate reads safetensors folders, not GGUF")})
+    matrix = {f["id"]: {r["framework"]: _status_of(r, f["id"]) for r in results} for f in features}
+    return {"schema": SCHEMA, "source": doc["source"], "model_type": doc["model_type"],
+            "wrapper_model_type": doc.get("wrapper_model_type"), "architectures": doc["architectures"],
+            "features": [f["id"] for f in features], "frameworks": results, "matrix": matrix,
+            "note": "What frameworks know is kept apart from what the weights say: see `inspect` for the latter."}
+
+
+def _status_of(result: dict, fid: str) -> str:
+    if not result["installed"]:
+        return "not installed"
+    row = next((r for r in result["features"] if r["feature"] == fid), None)
+    return row["status"] if row else "n/a"
