@@ -24,6 +24,7 @@ class HubServer:
         self.repos: dict[str, str] = {}
         self.gated: set[str] = set()
         self.fail: dict[str, list[int]] = {}
+        self.stats: dict[str, dict] = {}   # repo -> {"downloads", "likes", "lastModified"} for model info
         self.served: list[tuple[str, str, int]] = []   # (method, path, body bytes)
         self.active = 0
         self.max_active = 0
@@ -103,7 +104,7 @@ class HubServer:
             repo = m.group(1)
             if (err := self._repo_error(repo)) is not None:
                 return self._send(h, *err, head=head)
-            body = json.dumps({"id": repo, "sha": COMMIT, "siblings": [
+            body = json.dumps({"id": repo, "sha": COMMIT, **self.stats.get(repo, {}), "siblings": [
                 {"rfilename": f} for f in sorted(os.listdir(self.repos[repo]))]}).encode()
             return self._send(h, 200, body, {"Content-Type": "application/json"}, head)
         m = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)

@@ -55,6 +55,18 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER {table}_no_{op} BEFORE {op.upper()} ON {table}
     BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: {table} rows are never {op}d'); END;
     """ for table in ("outcomes", "attempts", "interventions", "runs") for op in ("update", "delete")),
+    # 3: `archprobe track` snapshots, reach and usage kept apart by a column that cannot be mixed up
+    """
+    CREATE TABLE signals (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('reach','usage')), subject TEXT NOT NULL, source TEXT NOT NULL,
+        metric TEXT NOT NULL, value REAL NOT NULL, labels TEXT NOT NULL);
+    CREATE INDEX signals_by_subject ON signals (subject, kind, metric, at);
+    CREATE TRIGGER signals_no_update BEFORE UPDATE ON signals
+    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: signals rows are never updated'); END;
+    CREATE TRIGGER signals_no_delete BEFORE DELETE ON signals
+    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: signals rows are never deleted'); END;
+    """,
 ]
 
 
