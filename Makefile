@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 PIP := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: install demo test test-slow lint bench clean
+.PHONY: install browser demo test test-slow lint bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -18,10 +18,17 @@ $(VENV)/.installed: pyproject.toml Makefile
 
 install: $(VENV)/.installed
 
+# The report test renders pages in Debian's Chromium (no browser download); installed where apt-get works.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; }; } ; } || \
+	  echo "note: chromium not installed; the browser test of 'archprobe report' will be skipped"
+
 demo: install
 	$(VENV)/bin/archprobe demo
 
-test: install
+test: install browser
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(PY) -m pytest -q
 

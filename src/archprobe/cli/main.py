@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from archprobe.cli import adapt_cmd, eval_cmd, inspect_cmd, memory_cmd, track_cmd, validate_cmd
+from archprobe.cli import adapt_cmd, eval_cmd, inspect_cmd, memory_cmd, report_cmd, track_cmd, validate_cmd
 
 app = typer.Typer(name="archprobe", help="Read the weights, not the rumors.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
@@ -15,6 +15,7 @@ app.command("demo")(inspect_cmd.demo)
 app.command("memory")(memory_cmd.memory)
 app.command("validate")(validate_cmd.validate)
 app.command("adapt")(adapt_cmd.adapt)
+app.command("report")(report_cmd.report)
 app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(track_cmd.app, name="track")
 

@@ -1,0 +1,55 @@
+"""`archprobe report [SOURCE] --out report.html`: one self-contained page with everything archprobe knows."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from archprobe.cli._common import JsonOpt, NoProgressOpt, guarded, print_json, shard_progress
+from archprobe.cli.inspect_cmd import SourceArg
+
+
+def report(source: SourceArg = None,
+           out: Annotated[str | None, typer.Option("--out", "-o", help="Write here (default report.html / "
+                                                                        "report.md).")] = None,
+           fmt: Annotated[str, typer.Option("--format", help="html or md.")] = "html",
+           context: Annotated[str, typer.Option("--context", "-c", help="Context for the memory numbers.")] = "32k",
+           batch: Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences.")] = 1,
+           budget: Annotated[str | None, typer.Option(help="Device memory, e.g. 80GB: drawn on the curve.")] = None,
+           run_validate: Annotated[bool, typer.Option("--validate", help="Also run `validate` (local "
+                                                                          "folders; streams the weights).")] = False,
+           validate_json: Annotated[str | None, typer.Option(help="Include an existing `validate --json` "
+                                                                  "result instead.")] = None,
+           json_out: JsonOpt = False, no_progress: NoProgressOpt = False) -> None:
+    """Structure, layer plan, parameters, memory curve, adaptation and validation in one page.
+
+    Example: archprobe report ./Kimi-K3 --budget 8x141GB --out k3.html ; archprobe report (the demo)
+    """
+
+    def run() -> None:
+        from pathlib import Path
+
+        from archprobe.errors import ArchprobeError
+        from archprobe.report.collect import collect
+
+        if fmt not in ("html", "md"):
+            raise ArchprobeError(f"--format {fmt!r}: html or md")
+        with shard_progress(not no_progress and not json_out) as progress:
+            data = collect(source, context=context, batch=batch, budget=budget, run_validate=run_validate,
+                           validate_json=validate_json, progress=progress)
+        if fmt == "html":
+            from archprobe.report.html import render
+        else:
+            from archprobe.report.markdown import render
+        path = Path(out or f"report.{fmt}")
+        try:
+            path.write_text(render(data))
+        except OSError as exc:
+            raise ArchprobeError(f"{path}: cannot write the report ({exc.strerror})") from None
+        if json_out:
+            print_json({**data, "written": str(path)})
+        else:
+            typer.echo(f"wrote {path} ({path.stat().st_size:,} bytes, {fmt})")
+
+    guarded(run)

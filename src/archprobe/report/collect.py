@@ -1,0 +1,57 @@
+"""Gather the documents a report shows; each is exactly what the matching command prints with --json."""
+
+from __future__ import annotations
+
+from archprobe.errors import ArchprobeError
+
+SCHEMA = "archprobe.report/1"
+
+
+def sweep_contexts(max_context: int | None, target: int) -> list[int]:
+    top = max(target, min(max_context or 1 << 20, 1 << 21))
+    out, c = [], 1024
+    while c <= top:
+        out.append(c)
+        c *= 2
+    return sorted(set(out + [target]))
+
+
+def collect(source: str | None, context: str = "32k", batch: int = 1, budget: str | None = None,
+            run_validate: bool = False, validate_json: str | None = None, progress=None) -> dict:
+    from archprobe.memory.plan import largest_fitting_context, parse_bytes, parse_tokens, plan_memory
+    from archprobe.structure.inspect import inspect_checkpoint
+
+    if source is None:
+        from archprobe.demo import demo_checkpoint
+
+        source = str(demo_checkpoint())
+    doc = inspect_checkpoint(source, progress=progress)
+    target = parse_tokens(context)
+    limit = parse_bytes(budget) if budget else None
+    plan = plan_memory(doc, target, batch=batch)
+    sweep = [plan_memory(doc, c, batch=batch) for c in
+             sweep_contexts(doc["architecture"].get("max_position_embeddings"), target)]
+    fits = largest_fitting_context(doc, limit, batch=batch) if limit else None
+    try:
+        from archprobe.adapt.adapt import adapt
+
+        adaptation = adapt(source)
+    except ArchprobeError as exc:
+        adaptation = {"error": exc.message}
+    validation = None
+    if validate_json:
+        import json
+        from pathlib import Path
+
+        try:
+            validation = json.loads(Path(validate_json).read_text())
+        except (OSError, ValueError) as exc:
+            raise ArchprobeError(f"{validate_json}: not a readable validate --json document ({exc})") from None
+        if validation.get("schema") != "archprobe.validate/1":
+            raise ArchprobeError(f"{validate_json}: schema {validation.get('schema')!r}, expected archprobe.validate/1")
+    elif run_validate:
+        from archprobe.validate.stream import validate
+
+        validation = validate(source)
+    return {"schema": SCHEMA, "source": source, "inspect": doc, "memory": plan, "sweep": sweep,
+            "budget_bytes": limit, "largest_fitting_context": fits, "adapt": adaptation, "validate": validation}
