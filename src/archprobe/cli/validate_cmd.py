@@ -10,13 +10,20 @@ import typer
 from archprobe.cli._common import JsonOpt, guarded, print_json
 
 
-def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder (config.json + safetensors).")],
+def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder (config.json + safetensors), or a "
+                                                       "hub repo id (only the needed shards are downloaded).")],
              prompt_ids: Annotated[str | None, typer.Option(help="Comma-separated input token ids.")] = None,
+             prompt: Annotated[str | None, typer.Option(help="Input text, tokenized with the checkpoint's "
+                                                             "tokenizer.json.")] = None,
              reference: Annotated[str, typer.Option(help="transformers | none")] = "none",
              dtype: Annotated[str, typer.Option(help="float32 (the correctness gate) | bfloat16")] = "float32",
              layers: Annotated[str | None, typer.Option(help="Run only layers 0-N, e.g. 0-3.")] = None,
              save_logits: Annotated[str | None, typer.Option(help="Write the final logits (safetensors, "
                                                                   "tensor 'logits').")] = None,
+             pin_routing: Annotated[bool, typer.Option(help="MoE blocks choose experts from the reference's "
+                                                            "block input (no false routing flips).")] = False,
+             offload_dir: Annotated[str | None, typer.Option(help="Keep each layer's output on disk here "
+                                                                  "(long prompts).")] = None,
              json_out: JsonOpt = False) -> None:
     """Does our understanding hold? Per-layer statistics and final-logit agreement.
 
@@ -30,6 +37,8 @@ def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder
         if reference not in ("none", "transformers"):
             raise ArchprobeError(f"--reference {reference!r}: use transformers or none")
         ids = None
+        if prompt_ids and prompt:
+            raise ArchprobeError("give --prompt or --prompt-ids, not both")
         if prompt_ids:
             try:
                 ids = [int(x) for x in prompt_ids.split(",") if x.strip()]
@@ -42,7 +51,8 @@ def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder
             def progress(it):
                 return track(it, description="layers", console=_stderr(), transient=True)
 
-        doc = run_validate(source, ids, reference, dtype, layers, save_logits, progress=progress)
+        doc = run_validate(source, ids, reference, dtype, layers, save_logits, progress=progress, prompt=prompt,
+                           pin_routing=pin_routing, offload_dir=offload_dir)
         if json_out:
             print_json(doc)
         else:

@@ -146,17 +146,32 @@ class MoE(nn.Module):
         if shared_width:
             self.shared_experts = MLP(hidden, shared_width, activation, gated, situ_betas)
         self.last_routing: tuple[torch.Tensor, torch.Tensor] | None = None
+        # validate --pin-routing: the reference's input to this block; experts are chosen from it so a
+        # last-bit difference upstream cannot flip a choice. `pinned_flips` counts tokens it changed.
+        self.pin_input: torch.Tensor | None = None
+        self.pinned_flips = 0
 
-    def route(self, r_in: torch.Tensor):
+    def route(self, r_in: torch.Tensor, experts: torch.Tensor | None = None):
         bias = getattr(self.gate, "e_score_correction_bias", None)
         return moe_route(self.gate(r_in), self.top_k, score=self.score, bias=bias, renormalize=self.renormalize,
-                         scale=self.scale, groups=self.groups, topk_groups=self.topk_groups)
+                         scale=self.scale, groups=self.groups, topk_groups=self.topk_groups, experts=experts)
+
+    def _pinned_experts(self, own_r_in: torch.Tensor) -> torch.Tensor:
+        pin = self.pin_input.reshape(-1, self.pin_input.shape[-1]).to(own_r_in.dtype)
+        if self.latent_size and self.routing_space == "latent":
+            pin = getattr(self, self.latent_names[0])(pin)
+        _, forced = self.route(pin)
+        _, own = self.route(own_r_in)
+        self.pinned_flips = int((forced.sort(-1).values != own.sort(-1).values).any(-1).sum())
+        return forced
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         xf = x.reshape(-1, shape[-1])
         z = getattr(self, self.latent_names[0])(xf) if self.latent_size else xf
-        weights, experts = self.route(z if self.routing_space == "latent" else xf)
+        r_in = z if self.routing_space == "latent" else xf
+        forced = self._pinned_experts(r_in) if self.pin_input is not None else None
+        weights, experts = self.route(r_in, experts=forced)
         self.last_routing = (experts.detach(), weights.detach())
         run = moe_dispatch if self.dispatch else moe_dense_reference
         y = run(z, weights, experts, self.experts.run, self.num_experts)

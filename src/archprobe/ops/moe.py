@@ -16,11 +16,12 @@ import torch
 
 
 def moe_route(logits_TE: torch.Tensor, top_k: int, *, score: str = "sigmoid", bias=None, renormalize: bool = True,
-              scale: float = 1.0, groups: int = 1, topk_groups: int = 1):
+              scale: float = 1.0, groups: int = 1, topk_groups: int = 1, experts: torch.Tensor | None = None):
     """Returns (weights [T, K] float32, experts [T, K] int64).
 
     With `groups` > 1 (DeepSeek-V3 group-limited routing), experts are chosen only inside the
-    `topk_groups` groups whose two best (biased) scores sum highest.
+    `topk_groups` groups whose two best (biased) scores sum highest. With `experts` given the choice
+    is taken as is (validate's pinned routing) and only the weights are computed from these logits.
     """
     logits = logits_TE.float()
     if score == "sigmoid":
@@ -29,6 +30,11 @@ def moe_route(logits_TE: torch.Tensor, top_k: int, *, score: str = "sigmoid", bi
         scores = torch.softmax(logits, dim=-1)
     else:
         raise ValueError(f"score must be 'sigmoid' or 'softmax', not {score!r}")
+    if experts is not None:
+        weights = scores.gather(-1, experts)
+        if renormalize:
+            weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
+        return weights * scale, experts
     choice = scores if bias is None else scores + bias.float()
     if groups > 1:
         T, E = choice.shape

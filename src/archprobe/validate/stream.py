@@ -103,25 +103,48 @@ def _parse_layers(spec: str | None, n: int) -> int:
 
 
 def validate(source: str, prompt_ids: list[int] | None = None, reference: str = "none", dtype: str = "float32",
-             layers: str | None = None, save_logits: str | None = None, progress=None) -> dict:
-    """The `archprobe.validate/1` document for a local checkpoint folder.
+             layers: str | None = None, save_logits: str | None = None, progress=None, *, prompt: str | None = None,
+             pin_routing: bool = False, offload_dir: str | None = None, fetch_progress=None) -> dict:
+    """The `archprobe.validate/1` document for a local checkpoint folder or a hub repo.
 
-    `progress`, if given, wraps the iterable of layer indices (the CLI passes a rich progress bar)."""
+    `progress`, if given, wraps the iterable of layer indices (the CLI passes a rich progress bar).
+    A hub source downloads only the shards holding the layers that run. `pin_routing` runs the
+    transformers reference first and makes every MoE block choose its experts from the input the
+    reference's block saw. `offload_dir` keeps each layer's output on disk instead of in memory."""
     from archprobe.nn.decoder import DecoderLayer, HybridDecoder
     from archprobe.nn.loading import LoadError, load_strict, sanitize
+    from archprobe.nn.moe import MoE
 
-    if not os.path.isdir(source):
-        raise SourceError(f"{source}: validate needs a local checkpoint folder")
     if dtype not in DTYPES:
         raise ArchprobeError(f"--dtype {dtype!r}: use float32 or bfloat16")
+    if pin_routing and reference != "transformers":
+        raise ArchprobeError("--pin-routing pins to the reference's choices", hint="add --reference transformers")
+    fetched = None
+    if not os.path.isdir(source):
+        from archprobe.formats.sources import HUB_ID
+
+        if not (HUB_ID.match(source) and not source.startswith((".", "/", "~")) and not os.path.exists(source)):
+            raise SourceError(f"{source}: validate needs a local checkpoint folder or a hub repo id")
+        from archprobe.validate.fetch import fetch_layers
+        from archprobe.validate.mapping import text_config
+
+        source, fetched = fetch_layers(
+            source, lambda cfg: _parse_layers(layers, int(text_config(cfg).get("num_hidden_layers") or 0)),
+            progress=fetch_progress)
     cfg_path = os.path.join(source, "config.json")
     if not os.path.isfile(cfg_path):
         raise SourceError(f"{source}: no config.json")
     with open(cfg_path) as f:
         config = json.load(f)
+    if prompt is not None:
+        from archprobe.validate.prompt import encode
+
+        prompt_ids = encode(source, prompt)
     index = WeightIndex(source)
     doc: dict = {"schema": SCHEMA, "status": "pass", "mapped_tensors": 0, "unmapped_tensors": [],
                  "missing_tensors": [], "layers": [], "reference": None, "peak_rss_bytes": 0}
+    if fetched:
+        doc["fetched"] = fetched
     try:
         cfg = hybrid_config(config, index.shapes)
     except Unsupported as exc:
@@ -156,6 +179,16 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
         doc["mapped_tensors"] += len(pairs)
         return True
 
+    ids = torch.tensor([prompt_ids or [1, 2, 3, 4, 5, 6, 7, 8]])
+    if int(ids.max()) >= cfg.vocab_size or int(ids.min()) < 0:
+        raise ArchprobeError(f"--prompt-ids must lie in [0, {cfg.vocab_size})")
+    ref = None
+    if reference == "transformers" and pin_routing:   # the reference runs first: its choices pin ours
+        from archprobe.validate.reference import run_transformers
+
+        ref = run_transformers(source, config, ids, capture_moe=True)
+        if isinstance(ref, dict):
+            raise ArchprobeError(f"--pin-routing: {ref['error']}")
     with torch.device("meta"):
         model = HybridDecoder(cfg, build_layers=False).to(torch_dtype).eval()
     load_into(model, by_layer.get(None, []), "model-level tensors", assign=True)
@@ -163,6 +196,7 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
         model.lm_head.weight = model.embed_tokens.weight
     n_run = _parse_layers(layers, cfg.num_hidden_layers)
     timings: list[float] = []
+    moe_of: dict[int, MoE] = {}
 
     def stream() -> Iterator:
         for i in (progress(range(n_run)) if progress else range(n_run)):
@@ -171,16 +205,21 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
                 layer = DecoderLayer(cfg, i).to(torch_dtype).eval()
             if not load_into(layer, by_layer.get(i, []), f"layer {i}", assign=True):
                 raise _Stop()
+            if ref is not None and i in ref.moe_inputs:
+                moe = next((m for m in layer.modules() if isinstance(m, MoE)), None)
+                if moe is not None:
+                    moe.pin_input = ref.moe_inputs[i]
+                    moe_of[i] = moe
             timings.append(time.perf_counter() - start)
             yield layer
 
-    ids = torch.tensor([prompt_ids or [1, 2, 3, 4, 5, 6, 7, 8]])
-    if int(ids.max()) >= cfg.vocab_size or int(ids.min()) < 0:
-        raise ArchprobeError(f"--prompt-ids must lie in [0, {cfg.vocab_size})")
-    hidden: list[torch.Tensor] = []
+    hidden = HiddenStore(offload_dir)
+    flips: dict[int, int] = {}
 
     def hook(i, h):
-        hidden.append(h.detach())
+        hidden.add(i, h.detach())
+        if i in moe_of:
+            flips[i] = moe_of.pop(i).pinned_flips
         t = time.perf_counter()
         doc["layers"].append(_stats(h, timings[i] + (t - hook.t0), i,
                                     f"{cfg.mixer_types[i]}+{cfg.ffn_types[i]}"))
@@ -198,44 +237,71 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
     doc["missing_tensors"] = sorted({p for p in problems})
     if problems or not all(layer["finite"] for layer in doc["layers"]):
         doc["status"] = "fail"
+    if offload_dir:
+        doc["offload"] = {"dir": offload_dir, "bytes": hidden.bytes_on_disk, "layers": len(hidden)}
+    if pin_routing:
+        doc["routing_pinned"] = {"layers": len(flips), "tokens_flipped": sum(flips.values()),
+                                 "per_layer": {str(k): v for k, v in sorted(flips.items())}}
     if logits is not None:
         if save_logits:
             from safetensors.torch import save_file
 
             save_file({"logits": logits.contiguous()}, save_logits)
         if reference == "transformers":
-            doc["reference"] = _transformers_reference(source, config, ids, logits, hidden)
+            from archprobe.validate.reference import compare, run_transformers
+
+            if ref is None:
+                ref = run_transformers(source, config, ids)
+            doc["reference"] = ref if isinstance(ref, dict) else compare(ref, logits, hidden.get)
             if doc["reference"].get("error"):
                 doc["status"] = "fail" if doc["status"] == "pass" else doc["status"]
+    hidden.close()
     doc["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return doc
 
 
+class HiddenStore:
+    """Each layer's output for the per-layer comparison: in memory, or one file per layer on disk
+    (`--offload-dir`) so a long prompt's L x T x H outputs never sit in RAM together."""
+
+    def __init__(self, folder: str | None):
+        self.folder = folder
+        self.items: dict[int, torch.Tensor | str] = {}
+        self.bytes_on_disk = 0
+        if folder:
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError as exc:
+                raise ArchprobeError(f"--offload-dir {folder}: cannot create it ({exc.strerror})") from None
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def add(self, i: int, h: torch.Tensor) -> None:
+        if not self.folder:
+            self.items[i] = h
+            return
+        from safetensors.torch import save_file
+
+        path = os.path.join(self.folder, f"hidden-{i:05d}.safetensors")
+        save_file({"h": h.contiguous()}, path)
+        self.bytes_on_disk += os.path.getsize(path)
+        self.items[i] = path
+
+    def get(self, i: int) -> torch.Tensor:
+        item = self.items[i]
+        if isinstance(item, torch.Tensor):
+            return item
+        from safetensors.torch import load_file
+
+        return load_file(item)["h"]
+
+    def close(self) -> None:
+        for item in self.items.values():
+            if isinstance(item, str) and os.path.exists(item):
+                os.remove(item)
+        self.items.clear()
+
+
 class _Stop(Exception):
     """A layer failed to load; the problem is already recorded."""
-
-
-def _transformers_reference(folder: str, config: dict, ids, logits, hidden) -> dict:
-    try:
-        from transformers import AutoModelForCausalLM
-        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-    except ImportError:
-        return {"name": "transformers", "error": "transformers is not installed (pip install 'archprobe[hf]')"}
-    mt = config.get("model_type")
-    if mt not in CONFIG_MAPPING:
-        return {"name": "transformers", "error": f"transformers ships no {mt!r} model (remote code is never run)"}
-    ref = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, trust_remote_code=False).eval()
-    with torch.no_grad():
-        out = ref(ids, output_hidden_states=True, use_cache=False)
-    ref_logits = out.logits.float()
-    logp_ref = torch.log_softmax(ref_logits, -1)
-    logp = torch.log_softmax(logits, -1)
-    kl = (logp_ref.exp() * (logp_ref - logp)).sum(-1).mean().item()
-    per_layer = []
-    for i, h in enumerate(hidden[:-1]):  # transformers' last hidden state is after the final norm
-        r = out.hidden_states[i + 1].float()
-        per_layer.append((h.float() - r).abs().max().item())
-    return {"name": f"transformers {ref.__class__.__name__}", "max_abs_diff": (ref_logits - logits).abs().max().item(),
-            "logit_scale": ref_logits.abs().max().item(), "kl": kl,
-            "top1_agreement": (ref_logits.argmax(-1) == logits.argmax(-1)).float().mean().item(),
-            "per_layer_max_abs_diff": per_layer}

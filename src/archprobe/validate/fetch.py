@@ -1,0 +1,76 @@
+"""Hub sources for validate: download config.json and only the shards that hold the requested
+layers (plus the model-level tensors), into a local folder that validate then reads as usual."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from archprobe.errors import SourceError
+
+LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+VISION = ("vision_tower.", "mm_projector.", "model.vision", "visual.")
+INDEX = "model.safetensors.index.json"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("ARCHPROBE_CACHE") or Path.home() / ".cache" / "archprobe") / "validate"
+
+
+def fetch_layers(source: str, n_layers_needed, progress=None) -> tuple[str, dict]:
+    """(local folder, what was fetched). `n_layers_needed(config)` says how many leading layers run."""
+    from huggingface_hub import hf_hub_download
+
+    from archprobe.formats.hub import HubReader, endpoint, list_files
+    from archprobe.formats.sources import parse_config_bytes, parse_index_bytes, shard_names_from_index
+
+    repo_id, _, revision = source.partition("@")
+    revision = revision or "main"
+    files = list_files(repo_id, revision)
+    if "config.json" not in files:
+        raise SourceError(f"{source}: no config.json in the repo")
+    reader = HubReader(repo_id, revision)
+    config = parse_config_bytes(reader.get("config.json"), f"{repo_id}/config.json")
+    n_run = n_layers_needed(config)
+    folder = cache_root() / (repo_id.replace("/", "--") + "@" + re.sub(r"[^\w.-]", "_", revision))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    if INDEX in files:
+        index = parse_index_bytes(reader.get(INDEX), f"{repo_id}/{INDEX}")
+        shard_names_from_index(index, f"{repo_id}/{INDEX}")   # refuses paths that are not plain names
+        weight_map = index["weight_map"]
+    elif "model.safetensors" in files:
+        weight_map = None
+    else:
+        raise SourceError(f"{source}: no safetensors weights (model.safetensors or {INDEX})")
+    if weight_map is None:
+        needed = ["model.safetensors"]
+        kept = None
+    else:
+        needed_set = set()
+        for name, shard in weight_map.items():
+            if name.startswith(VISION):
+                continue
+            m = LAYER.search(name)
+            if m is None or int(m.group(1)) < n_run:
+                needed_set.add(shard)
+        needed = sorted(needed_set)
+        kept = {k: v for k, v in weight_map.items() if v in needed_set}
+    extras = [f for f in ("tokenizer.json",) if f in files]   # for --prompt TEXT; read as data only
+    for n, shard in enumerate(needed + extras):
+        if progress:
+            progress(n, len(needed) + len(extras))
+        try:
+            hf_hub_download(repo_id, shard, revision=revision, local_dir=str(folder), endpoint=endpoint(),
+                            token=os.environ.get("HF_TOKEN") or None)
+        except Exception as exc:
+            raise SourceError(f"{repo_id}/{shard}: download failed ({type(exc).__name__}: {str(exc)[:200]})") from None
+    if kept is not None:  # the folder's index lists only what is here, so validate reads nothing else
+        (folder / INDEX).write_text(json.dumps({"metadata": {"archprobe_partial": True}, "weight_map": kept}))
+    all_shards = sorted(set(weight_map.values())) if weight_map else ["model.safetensors"]
+    return str(folder), {"repo": repo_id, "revision": revision, "layers": n_run, "shards_downloaded": needed,
+                         "shards_total": len(all_shards),
+                         "bytes_downloaded": sum(files.get(s) or 0 for s in needed),
+                         "bytes_total": sum(files.get(s) or 0 for s in all_shards)}
