@@ -23,7 +23,7 @@ from archprobe.validate import validate
 
 
 @pytest.mark.needs_transformers
-@pytest.mark.parametrize("family", ["kimi_linear", "llama", "deepseek_v3", "nemotron_h"])
+@pytest.mark.parametrize("family", ["kimi_linear", "llama", "deepseek_v3", "nemotron_h", "qwen3_next"])
 def test_logits_match_transformers(family, tmp_path):
     pytest.importorskip("transformers")
     from transformers import AutoModelForCausalLM

@@ -1,7 +1,7 @@
 """A configurable hybrid decoder: per-layer mixer x FFN x residual, from a config mirroring config.json.
 
 The per-layer plan is data (`HybridConfig.plan()`), resolved once and printable:
-mixers `kda | mla | gqa | swa | lowrank_kv | gqa_headgate | gqa_indexer | mamba2 | none`,
+mixers `kda | gated_deltanet | mla | gqa | swa | lowrank_kv | gqa_headgate | gqa_indexer | mamba2 | none`,
 FFNs `dense | moe | latent_moe | none`, one residual kind for the model (archprobe.nn.residual).
 Parameter names follow the Kimi/K3 checkpoints (`self_attn`, `mlp` for dense, `block_sparse_moe`
 for MoE, `input_layernorm`, `self_attention_res_proj`, ...). Presets are functions below.
@@ -18,15 +18,17 @@ from torch import nn
 
 from archprobe.nn.attention import Attention
 from archprobe.nn.dynamic import HeadGate, Indexer
+from archprobe.nn.gated_deltanet import GatedDeltaNet
 from archprobe.nn.kda import KimiDeltaAttention
 from archprobe.nn.kv_compression import LowRankKVAttention
 from archprobe.nn.mamba2 import Mamba2Mixer
 from archprobe.nn.mla import MultiHeadLatentAttention
 from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
-from archprobe.nn.norm import RMSNorm
+from archprobe.nn.norm import make_norm
 from archprobe.nn.residual import RESIDUALS, AttnResState, PseudoQuery
 
-MIXERS = ("kda", "mla", "gqa", "swa", "lowrank_kv", "gqa_headgate", "gqa_indexer", "mamba2", "none")
+MIXERS = ("kda", "gated_deltanet", "mla", "gqa", "swa", "lowrank_kv", "gqa_headgate", "gqa_indexer", "mamba2",
+          "none")
 FFNS = ("dense", "moe", "latent_moe", "none")
 
 
@@ -42,6 +44,7 @@ class HybridConfig:
     hidden_size: int = 64
     num_hidden_layers: int = 2
     rms_norm_eps: float = 1e-5
+    norm_style: str = "standard"        # "zero_centered": gain (1 + weight), Qwen3-Next
     mixer_types: tuple[str, ...] = ()
     ffn_types: tuple[str, ...] = ()
     residual: str = "prenorm"
@@ -55,6 +58,8 @@ class HybridConfig:
     sliding_window: int | None = None
     qk_norm: bool = False
     attn_output_gate: bool = False
+    attn_gate_in_q: bool = False         # Qwen3-Next: q_proj emits [q | gate] per head
+    partial_rotary_factor: float = 1.0
     kv_compression_rank: int | None = None
     head_gate_mode: str = "hard"
     head_gate_keep: int | None = None
@@ -80,6 +85,11 @@ class HybridConfig:
     use_full_rank_gate: bool = True
     a_log_len: int | None = None
     kda_chunk_size: int = 64
+    # Gated DeltaNet (Qwen3-Next)
+    linear_num_key_heads: int = 2
+    linear_num_value_heads: int = 4
+    linear_key_head_dim: int = 16
+    linear_value_head_dim: int = 16
     # Mamba-2
     mamba_num_heads: int = 4
     mamba_head_dim: int = 16
@@ -106,6 +116,7 @@ class HybridConfig:
     moe_router_bias: bool = True
     moe_renormalize: bool = True
     routed_scaling_factor: float = 1.0
+    shared_expert_gate: bool = False     # Qwen3-Next: one shared expert scaled by sigmoid(gate x)
     n_group: int = 1
     topk_group: int = 1
     expert_storage: str = "dense"      # "mxfp4": keep routed experts packed, dequantize on use (validate)
@@ -125,6 +136,8 @@ class HybridConfig:
             raise ValueError(f"residual: {self.residual!r} is not one of {RESIDUALS}")
         if self.residual == "attnres_block" and not self.attn_res_block_size:
             raise ValueError("residual='attnres_block' needs attn_res_block_size")
+        if self.norm_style not in ("standard", "zero_centered"):
+            raise ValueError(f"norm_style: {self.norm_style!r} is not 'standard' or 'zero_centered'")
         if self.hidden_act not in ACTIVATIONS:
             raise ValueError(f"hidden_act: {self.hidden_act!r} is not one of {ACTIVATIONS}")
 
@@ -192,6 +205,10 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                                   gate=cfg.kda_gate, gate_lower_bound=cfg.gate_lower_bound,
                                   output_gate="full_rank" if cfg.use_full_rank_gate else "low_rank",
                                   a_log_len=cfg.a_log_len, norm_eps=cfg.rms_norm_eps, chunk_size=cfg.kda_chunk_size)
+    if kind == "gated_deltanet":
+        return GatedDeltaNet(H, cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
+                             cfg.linear_value_head_dim, cfg.short_conv_kernel_size, cfg.rms_norm_eps,
+                             cfg.kda_chunk_size)
     if kind == "mla":
         return MultiHeadLatentAttention(H, cfg.num_attention_heads, kv_lora_rank=cfg.kv_lora_rank,
                                         q_lora_rank=cfg.q_lora_rank, nope_dim=cfg.qk_nope_head_dim,
@@ -211,7 +228,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
         window = cfg.sliding_window if kind == "swa" else None
         return Attention(H, heads, kvh, d, rope_theta=cfg.rope_theta, window=window,
                          qk_norm=cfg.qk_norm, output_gate=cfg.attn_output_gate, head_gate=gate, indexer=idx,
-                         norm_eps=cfg.rms_norm_eps)
+                         norm_eps=cfg.rms_norm_eps, gate_in_q=cfg.attn_gate_in_q,
+                         rotary_dim=int(d * cfg.partial_rotary_factor), norm_style=cfg.norm_style)
     return None
 
 
@@ -230,7 +248,7 @@ def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
                    latent_size=cfg.routed_expert_hidden_size if kind == "latent_moe" else None,
                    routing_space=cfg.moe_routing_space, latent_norm=cfg.latent_moe_use_norm,
                    latent_names=cfg.latent_names, situ_betas=betas, norm_eps=cfg.rms_norm_eps,
-                   expert_storage=cfg.expert_storage)
+                   expert_storage=cfg.expert_storage, shared_gate=cfg.shared_expert_gate)
     return None
 
 
@@ -242,10 +260,10 @@ class DecoderLayer(nn.Module):
         self.index, self.residual = index, cfg.residual
         self.self_attn = _mixer(cfg, mixer_kind)
         if self.self_attn is not None:
-            self.input_layernorm = RMSNorm(H, eps)
+            self.input_layernorm = make_norm(cfg.norm_style, H, eps)
         ffn = _ffn(cfg, ffn_kind)
         if ffn is not None:
-            self.post_attention_layernorm = RMSNorm(H, eps)
+            self.post_attention_layernorm = make_norm(cfg.norm_style, H, eps)
         if ffn_kind == "dense":
             self.mlp = ffn
         elif ffn is not None:
@@ -285,7 +303,7 @@ class HybridDecoder(nn.Module):
         H = cfg.hidden_size
         self.embed_tokens = nn.Embedding(cfg.vocab_size, H)
         self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers) if build_layers)
-        self.norm = RMSNorm(H, cfg.rms_norm_eps)
+        self.norm = make_norm(cfg.norm_style, H, cfg.rms_norm_eps)
         if cfg.residual.startswith("attnres"):
             self.output_attn_res = PseudoQuery(H)
         self.lm_head = nn.Linear(H, cfg.vocab_size, bias=False)

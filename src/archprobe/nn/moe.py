@@ -124,7 +124,8 @@ class MoE(nn.Module):
                  latent_names: tuple[str, str, str] = ("routed_expert_down_proj", "routed_expert_up_proj",
                                                        "routed_expert_norm"),
                  situ_betas=(4.0, 25.0), norm_eps: float = 1e-5, dispatch: bool = True,
-                 expert_storage: str = "dense"):
+                 expert_storage: str = "dense", shared_gate: bool = False):
+        """`shared_gate`: Qwen3-Next's single `shared_expert` scaled by sigmoid(`shared_expert_gate` x)."""
         super().__init__()
         if routing_space not in ("hidden", "latent"):
             raise ValueError(f"routing_space must be 'hidden' or 'latent', not {routing_space!r}")
@@ -143,7 +144,11 @@ class MoE(nn.Module):
             if latent_norm:
                 setattr(self, latent_names[2], RMSNorm(latent_size, eps=norm_eps))
         self.latent_size, self.latent_norm = latent_size, latent_norm
-        if shared_width:
+        self.shared_gated = bool(shared_width and shared_gate)
+        if self.shared_gated:
+            self.shared_expert = MLP(hidden, shared_width, activation, gated, situ_betas)
+            self.shared_expert_gate = nn.Linear(hidden, 1, bias=False)
+        elif shared_width:
             self.shared_experts = MLP(hidden, shared_width, activation, gated, situ_betas)
         self.last_routing: tuple[torch.Tensor, torch.Tensor] | None = None
         # validate --pin-routing: the reference's input to this block; experts are chosen from it so a
@@ -181,6 +186,8 @@ class MoE(nn.Module):
             y = getattr(self, self.latent_names[1])(y)
         if hasattr(self, "shared_experts"):
             y = y + self.shared_experts(xf)
+        elif self.shared_gated:
+            y = y + torch.sigmoid(self.shared_expert_gate(xf)) * self.shared_expert(xf)
         return y.reshape(shape)
 
     def routing_stats(self) -> dict:

@@ -19,6 +19,24 @@ class RMSNorm(nn.Module):
         return self.weight * h.to(x.dtype)
 
 
+class ZeroCenteredRMSNorm(nn.Module):
+    """Qwen3-Next's RMSNorm: the gain is (1 + weight), weight stored around 0; float32 until the end."""
+
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (h * (1.0 + self.weight.float())).to(x.dtype)
+
+
+def make_norm(style: str, dim: int, eps: float) -> nn.Module:
+    return ZeroCenteredRMSNorm(dim, eps) if style == "zero_centered" else RMSNorm(dim, eps)
+
+
 class GatedRMSNorm(nn.Module):
     """o = RMSNorm(x) * sigmoid(gate), one weight [d] shared by all heads (x, gate: [..., heads, d])."""
 

@@ -5,8 +5,9 @@ prefix (`language_model.model.`, `model.`), send vision tensors nowhere (reporte
 map the few exceptions (Kimi Linear saves its dense layer-0 MLP under `block_sparse_moe`). Quantized
 tensors are dequantized on load (MXFP4 compressed-tensors, FP8 with block scales); per-expert tensors
 are stacked by `nn.loading.sanitize`. Families: kimi_linear (Kimi Linear and K3, both config
-spellings), deepseek_v3 (MLA with interleaved RoPE, group-limited routing), llama / mistral / qwen2
-(GQA). Anything else is `Unsupported` with the reason.
+spellings), deepseek_v3 (MLA with interleaved RoPE, group-limited routing), nemotron_h (Mamba-2,
+latent MoE), qwen3_next (Gated DeltaNet, gated attention, zero-centred norms), llama / mistral /
+qwen2 (GQA). Anything else is `Unsupported` with the reason.
 """
 
 from __future__ import annotations
@@ -46,8 +47,10 @@ def hybrid_config(cfg: dict, shapes: dict[str, tuple]) -> HybridConfig:
         return _deepseek(text)
     if mt == "nemotron_h":
         return _nemotron(text)
+    if mt == "qwen3_next":
+        return _qwen3_next(text)
     raise Unsupported(f"model_type {mt!r}: no mapping onto archprobe.nn yet (supported: kimi_linear, "
-                      "deepseek_v3, nemotron_h, " + ", ".join(GQA_FAMILIES) + ")")
+                      "deepseek_v3, nemotron_h, qwen3_next, " + ", ".join(GQA_FAMILIES) + ")")
 
 
 def _kimi(text: dict, shapes: dict[str, tuple]) -> HybridConfig:
@@ -111,6 +114,36 @@ def _nemotron(text: dict) -> HybridConfig:
         n_group=text.get("n_group", 1), topk_group=text.get("topk_group", 1))
 
 
+def _qwen3_next(text: dict) -> HybridConfig:
+    n = text["num_hidden_layers"]
+    types = text.get("layer_types") or [
+        "full_attention" if (i + 1) % text.get("full_attention_interval", 4) == 0 else "linear_attention"
+        for i in range(n)]
+    mixers = tuple("gqa" if t == "full_attention" else "gated_deltanet" for t in types)
+    sparse_step, dense_only = text.get("decoder_sparse_step", 1), set(text.get("mlp_only_layers") or [])
+    experts = text.get("num_experts", 0)
+    ffns = tuple("moe" if i not in dense_only and experts > 0 and (i + 1) % sparse_step == 0 else "dense"
+                 for i in range(n))
+    rope = text.get("rope_parameters") or {}
+    heads = text["num_attention_heads"]
+    return HybridConfig(
+        vocab_size=text["vocab_size"], hidden_size=text["hidden_size"], num_hidden_layers=n,
+        rms_norm_eps=text.get("rms_norm_eps", 1e-6), norm_style="zero_centered", mixer_types=mixers,
+        ffn_types=ffns, tie_word_embeddings=text.get("tie_word_embeddings", False),
+        num_attention_heads=heads, num_key_value_heads=text.get("num_key_value_heads") or heads,
+        head_dim=text.get("head_dim") or text["hidden_size"] // heads,
+        rope_theta=rope.get("rope_theta") or text.get("rope_theta", 10000.0), qk_norm=True, attn_gate_in_q=True,
+        partial_rotary_factor=rope.get("partial_rotary_factor") or text.get("partial_rotary_factor", 0.25),
+        linear_num_key_heads=text["linear_num_key_heads"], linear_num_value_heads=text["linear_num_value_heads"],
+        linear_key_head_dim=text["linear_key_head_dim"], linear_value_head_dim=text["linear_value_head_dim"],
+        short_conv_kernel_size=text.get("linear_conv_kernel_dim", 4),
+        intermediate_size=text.get("intermediate_size", 0), hidden_act=text.get("hidden_act", "silu"),
+        num_experts=experts or 1, num_experts_per_token=text.get("num_experts_per_tok", 1),
+        moe_intermediate_size=text.get("moe_intermediate_size", 0),
+        shared_expert_width=text.get("shared_expert_intermediate_size") or 0, shared_expert_gate=True,
+        moe_router_activation_func="softmax", moe_router_bias=False, moe_renormalize=text.get("norm_topk_prob", True))
+
+
 def _gqa(text: dict) -> HybridConfig:
     n = text["num_hidden_layers"]
     rope = text.get("rope_parameters") or {}
@@ -138,6 +171,8 @@ def module_name(name: str, cfg: HybridConfig) -> tuple[int | None, str] | None:
     if not m:
         return None, MODEL_RENAMES.get(name, name)
     i, rest = int(m.group(1)), m.group(2)
+    if rest.startswith("linear_attn."):                      # Qwen3-Next's Gated DeltaNet
+        rest = "self_attn." + rest[len("linear_attn."):]
     if i >= cfg.num_hidden_layers:
         return None  # an MTP layer: not part of the decoder pass
     if rest.startswith("block_sparse_moe.") and cfg.ffn_types[i] == "dense":

@@ -1,0 +1,81 @@
+"""Gated DeltaNet as Qwen3-Next lays it out: the gated delta rule with ONE decay per head.
+
+Checkpoint names: `in_proj_qkvz` [2*nk*dk + 2*nv*dv, H] (grouped per key head: q, k, v-group,
+z-group), `in_proj_ba` [2*nv, H] (per key head: b-group, a-group), `conv1d.weight` [conv, 1, K]
+over the concatenated (q, k, v), `A_log` [nv], `dt_bias` [nv], `norm.weight` [dv] (RMSNorm, then
+times silu(z)), `out_proj`. Value heads outnumber key heads (nv = r * nk); each key head serves r
+consecutive value heads. The recurrence is KDA's with the head's decay repeated over the key
+channels, so it runs on archprobe.ops.kda (chunked for prefill).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from archprobe.nn.conv import DepthwiseConv, causal_conv
+from archprobe.nn.norm import l2norm
+from archprobe.ops.kda.chunked import kda_chunked
+
+
+class GatedNorm(nn.Module):
+    """RMSNorm(x) * weight, then times silu(z) (norm before gate), float32 inside."""
+
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        h = self.weight * h.to(x.dtype)
+        return (h * F.silu(z.float())).to(x.dtype)
+
+
+class GatedDeltaNet(nn.Module):
+    def __init__(self, hidden: int, key_heads: int, value_heads: int, key_dim: int, value_dim: int,
+                 conv_kernel: int = 4, norm_eps: float = 1e-6, chunk_size: int = 64):
+        super().__init__()
+        if value_heads % key_heads:
+            raise ValueError(f"value heads ({value_heads}) must be a multiple of key heads ({key_heads})")
+        self.nk, self.nv, self.dk, self.dv = key_heads, value_heads, key_dim, value_dim
+        self.chunk_size = chunk_size
+        self.in_proj_qkvz = nn.Linear(hidden, 2 * key_heads * key_dim + 2 * value_heads * value_dim, bias=False)
+        self.in_proj_ba = nn.Linear(hidden, 2 * value_heads, bias=False)
+        self.conv1d = DepthwiseConv(2 * key_heads * key_dim + value_heads * value_dim, conv_kernel)
+        self.A_log = nn.Parameter(torch.zeros(value_heads))
+        self.dt_bias = nn.Parameter(torch.ones(value_heads))
+        self.norm = GatedNorm(value_dim, norm_eps)
+        self.out_proj = nn.Linear(value_heads * value_dim, hidden, bias=False)
+
+    def _split(self, x: torch.Tensor):
+        """The per-key-head grouped layout of in_proj_qkvz / in_proj_ba into q, k, v, z, b, a."""
+        B, T, _ = x.shape
+        r = self.nv // self.nk
+        qkvz = self.in_proj_qkvz(x).view(B, T, self.nk, 2 * self.dk + 2 * r * self.dv)
+        q, k, v, z = torch.split(qkvz, [self.dk, self.dk, r * self.dv, r * self.dv], dim=-1)
+        b, a = torch.split(self.in_proj_ba(x).view(B, T, self.nk, 2 * r), [r, r], dim=-1)
+        return (q.reshape(B, T, -1), k.reshape(B, T, -1), v.reshape(B, T, -1), z.reshape(B, T, self.nv, self.dv),
+                b.reshape(B, T, self.nv), a.reshape(B, T, self.nv))
+
+    def forward(self, x: torch.Tensor, cache=None, use_cache: bool = False):
+        if cache is not None or use_cache:
+            raise NotImplementedError("GatedDeltaNet runs full-sequence forwards (validate); no decode cache yet")
+        B, T, _ = x.shape
+        q, k, v, z, b, a = self._split(x)
+        mixed = torch.cat([q, k, v], dim=-1).transpose(1, 2)
+        mixed, _ = causal_conv(mixed, self.conv1d.weight, self.conv1d.bias, None)
+        mixed = F.silu(mixed).transpose(1, 2)
+        q, k, v = torch.split(mixed, [self.nk * self.dk, self.nk * self.dk, self.nv * self.dv], dim=-1)
+        r = self.nv // self.nk
+        q = l2norm(q.reshape(B, T, self.nk, self.dk)).repeat_interleave(r, dim=2)
+        k = l2norm(k.reshape(B, T, self.nk, self.dk)).repeat_interleave(r, dim=2)
+        v = v.reshape(B, T, self.nv, self.dv).float()
+        beta = torch.sigmoid(b.float())
+        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())   # [B, T, nv]
+        o, _ = kda_chunked(q, k, v, g.unsqueeze(-1).expand(B, T, self.nv, self.dk), beta,
+                           scale=self.dk ** -0.5, chunk_size=self.chunk_size)
+        o = self.norm(o.to(x.dtype), z)
+        return self.out_proj(o.reshape(B, T, -1)), None
