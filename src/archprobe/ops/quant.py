@@ -3,6 +3,10 @@
 * MXFP4 (compressed-tensors `mxfp4-pack-quantized`): packed U8 [out, in/2], low nibble = even
   column; E2M1 codes (bit 3 sign, bits 0-2 index {0, .5, 1, 1.5, 2, 3, 4, 6}); E8M0 scale U8
   [out, in/32], value 2^(s - 127). spec/kimi-k3.md section 1.3.
+* INT4 (compressed-tensors `pack-quantized`, Kimi K2 Thinking style): `weight_packed` I32
+  [out, ceil(in/8)], element i of a row at bits 4i..4i+3 of the row's little-endian bit stream,
+  stored as q + 8 (q in [-8, 7]); `weight_scale` [out, in/group] (group along the input);
+  optional `weight_zero_point`; `weight_shape` [2] the dense shape. value = (q - zero) * scale.
 * FP8 with block scales (DeepSeek style): weight F8_E4M3 [out, in], `weight_scale_inv` F32
   [ceil(out/b), ceil(in/b)] multiplies each b x b block.
 """
@@ -23,6 +27,24 @@ def dequantize_mxfp4(packed: torch.Tensor, scale: torch.Tensor, *, dtype=torch.b
     values = table[codes]
     factors = torch.exp2(scale.to(torch.float32) - 127.0)
     return (values.view(out, -1, MX_GROUP) * factors.unsqueeze(-1)).reshape(out, half * 2).to(dtype)
+
+
+def dequantize_int4_packed(packed: torch.Tensor, scale: torch.Tensor, shape, *, zero_point: torch.Tensor | None = None,
+                           dtype=torch.bfloat16) -> torch.Tensor:
+    out, inp = (int(x) for x in shape)
+    if packed.dtype != torch.int32 or packed.shape[0] != out or packed.shape[1] * 8 < inp:
+        raise ValueError(f"weight_packed {list(packed.shape)} {packed.dtype} cannot hold int4 [{out}, {inp}]")
+    as_bytes = packed.contiguous().view(torch.uint8)           # little-endian: byte j holds elements 2j, 2j+1
+    if as_bytes.device.type == "cpu" and __import__("sys").byteorder == "big":
+        as_bytes = as_bytes.view(out, -1, 4).flip(-1).reshape(out, -1)
+    q = torch.stack([as_bytes & 0x0F, as_bytes >> 4], dim=-1).reshape(out, -1)[:, :inp].to(torch.int32) - 8
+    group = inp // scale.shape[1]
+    if group * scale.shape[1] != inp:
+        raise ValueError(f"weight_scale {list(scale.shape)} does not split {inp} input columns into equal groups")
+    values = q.float()
+    if zero_point is not None:
+        values = values - zero_point.float().repeat_interleave(group, dim=1)
+    return (values * scale.float().repeat_interleave(group, dim=1)).to(dtype)
 
 
 def dequantize_fp8_block(weight: torch.Tensor, scale_inv: torch.Tensor, *, block: int = 128,

@@ -18,7 +18,7 @@ import torch
 
 from archprobe.errors import ArchprobeError
 from archprobe.nn.decoder import HybridConfig
-from archprobe.ops.quant import dequantize_fp8_block, dequantize_mxfp4
+from archprobe.ops.quant import dequantize_fp8_block, dequantize_int4_packed, dequantize_mxfp4
 
 PREFIXES = ("language_model.model.", "language_model.", "model.", "backbone.")
 MODEL_RENAMES = {"embeddings.weight": "embed_tokens.weight", "norm_f.weight": "norm.weight"}   # Nemotron-H
@@ -55,7 +55,8 @@ def hybrid_config(cfg: dict, shapes: dict[str, tuple]) -> HybridConfig:
 
 def _kimi(text: dict, shapes: dict[str, tuple]) -> HybridConfig:
     a_log = next((s for k, s in shapes.items() if k.endswith("self_attn.A_log")), None)
-    packed = any(".experts." in k and k.endswith(".weight_packed") for k in shapes)
+    int4 = any(k.endswith(".weight_shape") for k in shapes)    # pack-quantized int4 carries its dense shape
+    packed = not int4 and any(".experts." in k and k.endswith(".weight_packed") for k in shapes)
     try:
         return HybridConfig.from_config_json(text, a_log_len=int(torch.Size(a_log).numel()) if a_log else None,
                                              expert_storage="mxfp4" if packed else "dense")
@@ -192,10 +193,14 @@ def module_name(name: str, cfg: HybridConfig) -> tuple[int | None, str] | None:
 def lazy_dequantize(names: dict[str, str], get, dtype: torch.dtype, keep_packed_experts: bool = False) -> dict:
     """module name -> zero-argument loader of the dense tensor (`names`: module name -> checkpoint name).
 
-    MXFP4 (`X.weight_packed` + `X.weight_scale`) and FP8 (`X.weight` + `X.weight_scale_inv`) become a
-    loader of `X.weight`; nothing is read until the loader is called (experts: one at a time)."""
+    MXFP4 (`X.weight_packed` U8 + `X.weight_scale`), INT4 pack-quantized (`X.weight_packed` I32 +
+    `X.weight_scale` + `X.weight_shape` [+ `X.weight_zero_point`]) and FP8 (`X.weight` +
+    `X.weight_scale_inv`) become a loader of `X.weight`; nothing is read until the loader is called
+    (experts: one at a time)."""
     out: dict = {}
     for m, n in names.items():
+        if m.endswith((".weight_shape", ".weight_zero_point")) and m.rsplit(".", 1)[0] + ".weight_packed" in names:
+            continue
         if keep_packed_experts and ".experts." in m and m.endswith((".weight_packed", ".weight_scale")):
             out[m] = (lambda n=n: get(n))    # stays packed: ExpertBank(storage="mxfp4") dequantizes on use
             continue
@@ -208,7 +213,13 @@ def lazy_dequantize(names: dict[str, str], get, dtype: torch.dtype, keep_packed_
             scale = names.get(base + "_scale")
             if scale is None:
                 raise Unsupported(f"{n}: packed weight without its weight_scale")
-            out[base] = (lambda n=n, s=scale: dequantize_mxfp4(get(n), get(s), dtype=dtype))
+            shape_name = names.get(base + "_shape")
+            if shape_name is not None:   # int4 pack-quantized carries its dense shape; MXFP4 does not
+                zp = names.get(base + "_zero_point")
+                out[base] = (lambda n=n, s=scale, sh=shape_name, z=zp: dequantize_int4_packed(
+                    get(n), get(s), get(sh).tolist(), zero_point=get(z) if z else None, dtype=dtype))
+            else:
+                out[base] = (lambda n=n, s=scale: dequantize_mxfp4(get(n), get(s), dtype=dtype))
         elif m + "_scale_inv" in names:
             out[m] = (lambda n=n, s=names[m + "_scale_inv"]: dequantize_fp8_block(get(n), get(s), dtype=dtype))
         else:
