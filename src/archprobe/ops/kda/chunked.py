@@ -67,13 +67,14 @@ def _decayed_products(q_BHNCK, k_BHNCK, G_BHNCK):
     start = F.pad(end, (0, 0, 1, 0))[..., :n, :]                     # E_{i-1}
     if (start - end).max() > MAX_SPAN:
         return (_explicit_products(k_BHNCK, k_BHNCK, G_BHNCK, False),
-                _explicit_products(q_BHNCK, k_BHNCK, G_BHNCK, True))
+                _explicit_products(q_BHNCK, k_BHNCK, G_BHNCK, True), None)
     row = (Gs - start.unsqueeze(-2)).exp()                           # <= 1, >= exp(-MAX_SPAN)
-    col = (end.unsqueeze(-2) - Gs).exp()                             # <= 1
+    # exp(E_{i-1} - G_s) <= exp(MAX_SPAN); an exp, not 1 / row, whose gradient (1 / row^2) would overflow
+    inv = (start.unsqueeze(-2) - Gs).exp()
+    col = (end - start).exp().unsqueeze(-2) * inv                    # exp(E_i - G_s) <= 1, a product
     ks = k_BHNCK.view(B, H, N, n, s, K)
     xs = torch.stack([ks, q_BHNCK.view(B, H, N, n, s, K)]) * row     # [2, B, H, N, n, s, K]
-    # exp(E_{i-1} - G_s) <= exp(MAX_SPAN); an exp, not 1 / row, whose gradient (1 / row^2) would overflow
-    k_diag = (ks * (start.unsqueeze(-2) - Gs).exp()).transpose(-1, -2)   # [B, H, N, n, K, s]
+    k_diag = (ks * inv).transpose(-1, -2)                            # [B, H, N, n, K, s]
     k_col = (ks * col).transpose(-1, -2)
     out = k_BHNCK.new_zeros(2, B, H, N, C, C)
     diag = xs @ k_diag                                                # [2, B, H, N, n, s, s]
@@ -85,7 +86,19 @@ def _decayed_products(q_BHNCK, k_BHNCK, G_BHNCK):
             x = xs[..., i:i + 1, :, :] * pair.unsqueeze(-2)           # [2, B, H, N, i, s, K]
             blocks = x @ k_col[..., :i, :, :]                         # [2, B, H, N, i, s, s]
             out[..., rows, : i * s] = blocks.permute(0, 1, 2, 3, 5, 4, 6).reshape(2, B, H, N, s, i * s)
-    return out[0].tril_(-1), out[1].tril_(0)
+    return out[0].tril_(-1), out[1].tril_(0), (start, row, end, col)
+
+
+SEGMENT_BYTES = 6 << 20   # a segment's q, k, v in float32: small enough to stay in a core's cache
+
+
+def segment_tokens(B: int, H: int, K: int, V: int, chunk: int) -> int:
+    """Tokens per segment: long sequences run as a chain of segments (the state carried across),
+    so the elementwise passes work in cache instead of streaming whole-sequence tensors through RAM."""
+    per_token = B * H * (2 * K + V) * 4
+    tokens = 1 << max(0, (SEGMENT_BYTES // max(1, per_token)).bit_length() - 1)
+    tokens = min(2048, max(tokens, 256))
+    return max(chunk, tokens // chunk * chunk)
 
 
 def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial_state=None,
@@ -93,6 +106,20 @@ def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial
     """Same contract as `kda_recurrent`; chunk_size a power of two (16, 32, 64, ...)."""
     if chunk_size < 1 or (chunk_size > SUB and chunk_size % SUB):
         raise ValueError(f"chunk_size {chunk_size} must be <= {SUB} or a multiple of {SUB}")
+    B, T, H, K = k_BTHK.shape
+    L = segment_tokens(B, H, K, v_BTHV.shape[-1], chunk_size)
+    if T <= L:
+        return _kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state, output_final_state,
+                            chunk_size)
+    outs, state = [], initial_state
+    for s in range(0, T, L):   # exact: a segment boundary is a chunk boundary with the state carried
+        o, state = _kda_chunked(q_BTHK[:, s:s + L], k_BTHK[:, s:s + L], v_BTHV[:, s:s + L], g_BTHK[:, s:s + L],
+                                beta_BTH[:, s:s + L], scale, state, True, chunk_size)
+        outs.append(o)
+    return torch.cat(outs, dim=1), (state if output_final_state else None)
+
+
+def _kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state, output_final_state, chunk_size):
     dt = torch.float64 if q_BTHK.dtype == torch.float64 else torch.float32
     B, T, H, K = k_BTHK.shape
     V = v_BTHV.shape[-1]
@@ -113,16 +140,23 @@ def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial
     g = prep(g_BTHK, K)
     beta = prep(beta_BTH.unsqueeze(-1), 1)                          # [B, H, N, C, 1]
     G = g.cumsum(dim=-2)
-    A_kk, P_qk = _decayed_products(q, k, G)
+    A_kk, P_qk, factors = _decayed_products(q, k, G)
     eye = torch.eye(C, dtype=dt, device=q.device)
     system = eye + beta * A_kk                                       # unit lower triangular
-    rhs_decay = G.exp()
-    rhs = torch.cat([beta * rhs_decay * k, beta * v], dim=-1)          # [.., C, K + V]
-    WU = torch.linalg.solve_triangular(system, rhs, upper=False, unitriangular=True)
-    W, U = WU[..., :K], WU[..., K:]
-    q_decayed = q * rhs_decay
     G_last = G[..., -1:, :]                                          # [B, H, N, 1, K]
-    k_to_end = k * (G_last - G).exp()
+    if factors is None:
+        rhs_decay, to_end = G.exp(), (G_last - G).exp()
+    else:  # exp(G) = exp(E_{i-1}) row and exp(G_last - G) = exp(G_last - E_i) col: products, no new exps
+        start, row, end, col = factors
+        shape = G.shape
+        rhs_decay = (start.exp().unsqueeze(-2) * row).reshape(shape)
+        to_end = ((G_last.unsqueeze(-2) - end.unsqueeze(-2)).exp() * col).reshape(shape)
+    # inverse of the unit triangular system once (rhs width C), then one batched matmul for [W | U]
+    inverse = torch.linalg.solve_triangular(system, eye.expand_as(system), upper=False, unitriangular=True)
+    W = inverse @ (beta * rhs_decay * k)
+    U = inverse @ (beta * v)
+    q_decayed = q * rhs_decay
+    k_to_end = k * to_end
     decay_last = G_last.squeeze(-2).exp().unsqueeze(-1)              # [B, H, N, K, 1]
     S = (torch.zeros(B, H, K, V, dtype=dt, device=q.device) if initial_state is None
          else initial_state.to(dt).clone())
