@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from archprobe.eval.attempt import ATTEMPT_HEADER
+from archprobe.eval.attempt import ATTEMPT_HEADER, JUDGE_MARKER
+from archprobe.eval.scorers import DEFAULT_REFUSAL_PATTERNS
 from archprobe.eval.tasks import TaskSet
 
 
@@ -134,6 +136,13 @@ class StandinServer:
                     return
                 key = self.headers.get(ATTEMPT_HEADER) or server.anonymous_key(body)
                 b = server.behaviour
+                text = _last_user(body.get("messages") or [])
+                if text.startswith(JUDGE_MARKER):     # acting as a refusal judge: a fixed pattern rule
+                    reply = text.split("Assistant's reply:\n", 1)[-1]
+                    refused = any(re.search(p, reply, flags=re.IGNORECASE) for p in DEFAULT_REFUSAL_PATTERNS)
+                    server.record({"attempt": key, "action": "judge", "known_task": True, "at": time.time()})
+                    self._chat(b, key, "REFUSED" if refused else "COMPLIED", body)
+                    return
                 action = b.decide(key)
                 answer = server._answer_for(body.get("messages") or [])
                 server.record({"attempt": key, "action": action, "known_task": answer is not None,
@@ -150,6 +159,9 @@ class StandinServer:
                 if action == "stall":
                     time.sleep(b.stall_s)
                 content = answer if (action in ("correct", "stall") and answer is not None) else "I am not sure."
+                self._chat(b, key, content, body)
+
+            def _chat(self, b, key, content, body):
                 prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [])
                 self._json(200, {
                     "id": f"chatcmpl-{key}", "object": "chat.completion", "created": int(time.time()),
