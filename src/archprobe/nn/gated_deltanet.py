@@ -15,23 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from archprobe.nn.conv import DepthwiseConv, causal_conv
-from archprobe.nn.norm import l2norm
+from archprobe.nn.norm import SiluGatedRMSNorm, l2norm
 from archprobe.ops.kda.chunked import kda_chunked
-
-
-class GatedNorm(nn.Module):
-    """RMSNorm(x) * weight, then times silu(z) (norm before gate), float32 inside."""
-
-    def __init__(self, dim: int, eps: float = 1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        h = self.weight * h.to(x.dtype)
-        return (h * F.silu(z.float())).to(x.dtype)
 
 
 class GatedDeltaNet(nn.Module):
@@ -47,7 +32,7 @@ class GatedDeltaNet(nn.Module):
         self.conv1d = DepthwiseConv(2 * key_heads * key_dim + value_heads * value_dim, conv_kernel)
         self.A_log = nn.Parameter(torch.zeros(value_heads))
         self.dt_bias = nn.Parameter(torch.ones(value_heads))
-        self.norm = GatedNorm(value_dim, norm_eps)
+        self.norm = SiluGatedRMSNorm(value_dim, norm_eps)
         self.out_proj = nn.Linear(value_heads * value_dim, hidden, bias=False)
 
     def _split(self, x: torch.Tensor):

@@ -51,6 +51,21 @@ class GatedRMSNorm(nn.Module):
         return (h * torch.sigmoid(gate.float())).to(x.dtype)
 
 
+class SiluGatedRMSNorm(nn.Module):
+    """Gated DeltaNet's output norm (Qwen3-Next): RMSNorm(x) * weight, then times silu(z)."""
+
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        h = self.weight * h.to(x.dtype)
+        return (h * torch.nn.functional.silu(z.float())).to(x.dtype)
+
+
 def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """x / sqrt(sum x^2 + eps) in float32 (the FLA convention: eps inside the root)."""
     x = x.float()
