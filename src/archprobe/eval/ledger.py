@@ -141,7 +141,7 @@ class Ledger:
                    endpoint: str, attempts_per_task: int, params: dict, tasks: list[tuple[str, dict]],
                    interventions_tracked: bool = True, host: str | None = None, operator: str | None = None) -> None:
         me_host, me_op = whoami()
-        with self._tx():
+        with self.transaction():
             self.db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                             (run_id, time.time(), source, task_set_hash, task_set_path, model, endpoint,
                              attempts_per_task, json.dumps(params), host or me_host, operator or me_op,
@@ -175,7 +175,7 @@ class Ledger:
     # -- attempts -----------------------------------------------------------------------------
     def start_attempt(self, run_id: str, attempt_id: str, task_id: str, sample: int, try_: int,
                       retry_of: str | None, request: dict) -> None:
-        with self._tx():
+        with self.transaction():
             self.db.execute("INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?)",
                             (attempt_id, run_id, task_id, sample, try_, retry_of, time.time(), json.dumps(request)))
 
@@ -184,7 +184,7 @@ class Ledger:
                        answer: str | None = None, detail: dict | None = None) -> None:
         if outcome not in OUTCOMES:
             raise ValueError(outcome)
-        with self._tx():
+        with self.transaction():
             self.db.execute("INSERT INTO outcomes VALUES (?,?,?,?,?,?,?,?,?)",
                             (attempt_id, outcome, seconds, tokens_in, tokens_out, server_model, answer,
                              json.dumps(detail or {}), time.time()))
@@ -208,7 +208,7 @@ class Ledger:
         if kind not in INTERVENTION_KINDS:
             raise LedgerError(f"unknown intervention kind {kind!r}", hint="one of " + ", ".join(INTERVENTION_KINDS))
         run_id = self.attempt_run(attempt_id)
-        with self._tx():
+        with self.transaction():
             self.db.execute("INSERT INTO interventions (attempt_id, kind, note, operator, recorded_at) "
                             "VALUES (?,?,?,?,?)", (attempt_id, kind, note, whoami()[1], time.time()))
             self._event(run_id, "intervention", {"attempt_id": attempt_id, "kind": kind})
@@ -219,7 +219,7 @@ class Ledger:
         return [dict(zip(("attempt_id", "kind", "note", "operator", "recorded_at"), r, strict=True)) for r in rows]
 
     def event(self, run_id: str, kind: str, detail: dict) -> None:
-        with self._tx():
+        with self.transaction():
             self._event(run_id, kind, detail)
 
     def events(self, run_id: str) -> list[dict]:
@@ -230,7 +230,8 @@ class Ledger:
         self.db.execute("INSERT INTO events (run_id, at, kind, detail) VALUES (?,?,?,?)",
                         (run_id, time.time(), kind, json.dumps(detail)))
 
-    def _tx(self):
+    def transaction(self):
+        """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on an exception), as a context manager."""
         return _Transaction(self.db)
 
 

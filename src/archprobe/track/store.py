@@ -12,7 +12,7 @@ from archprobe.track.signals import REACH, USAGE
 def record(ledger: Ledger, kind: str, subject: str, source: str, rows: list[tuple], at: float | None = None) -> float:
     assert kind in (REACH, USAGE)
     at = time.time() if at is None else at
-    with ledger._tx():
+    with ledger.transaction():
         ledger.db.executemany(
             "INSERT INTO signals (at, kind, subject, source, metric, value, labels) VALUES (?,?,?,?,?,?,?)",
             [(at, kind, subject, source, r[0], float(r[1]), json.dumps(r[2] if len(r) > 2 else {})) for r in rows])
