@@ -42,7 +42,7 @@ def run(tasks: Annotated[str, typer.Argument(help="Task-set folder (with tasks.j
     def go() -> None:
         from archprobe.eval.ledger import Ledger
         from archprobe.eval.report import build_report
-        from archprobe.eval.runner import RunOptions, run_eval
+        from archprobe.eval.runner import RunOptions, new_run_id, run_eval
         from archprobe.eval.tasks import load_task_set
 
         task_set = load_task_set(tasks)
@@ -51,8 +51,13 @@ def run(tasks: Annotated[str, typer.Argument(help="Task-set folder (with tasks.j
                           temperature=temperature, max_tokens=max_tokens, seed=seed, api_key_env=api_key_env,
                           isolate_network=not no_network_isolation)
         book = Ledger(ledger)
-        with shard_progress(not no_progress and not json_out, "attempts") as progress:
-            rid = run_eval(book, task_set, opts, run_id=run_id, progress=progress)
+        rid = run_id or new_run_id()
+        try:
+            with shard_progress(not no_progress and not json_out, "attempts") as progress:
+                run_eval(book, task_set, opts, run_id=rid, progress=progress)
+        except KeyboardInterrupt:
+            typer.echo(f"interrupted: every finished attempt is in {ledger}; resume with --run-id {rid}", err=True)
+            raise typer.Exit(130) from None
         doc = build_report(book, rid)
         if json_out:
             print_json(doc)
