@@ -63,3 +63,15 @@ def test_unknown_architecture(tmp_path):
     doc = adapt(str(tmp_path))
     assert by_name(doc)["transformers"]["status"] == "unknown"
     assert by_name(doc)["llama.cpp"]["status"] == "unknown"
+
+
+def test_gguf_file(tmp_path):
+    from tests.formats.test_gguf import _write
+
+    path = tmp_path / "m.gguf"
+    _write(path)
+    doc = adapt(str(path), only=["transformers", "llama.cpp", "archprobe"])
+    assert by_name(doc)["llama.cpp"]["status"] == "supported"
+    assert by_name(doc)["transformers"]["known_as"] == "llama (GGUF loader)"
+    assert by_name(doc)["transformers"]["status"] == "architecture known, features unverified"
+    assert by_name(doc)["archprobe"]["status"] == "unknown"

@@ -27,7 +27,7 @@ def adapt(source: str | None = None, progress=None, only: list[str] | None = Non
     results = []
     for name in wanted:
         if name == "transformers":
-            results.append(hf.probe(config, features, present))
+            results.append(hf.probe(config, features, present, gguf_arch))
         elif name in ("vllm", "sglang"):
             results.append(engines.probe(name, config, features))
         elif name == "llama.cpp":

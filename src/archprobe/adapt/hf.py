@@ -18,7 +18,7 @@ SKIP_KEYS = {"model_type", "auto_map", "architectures", "quantization_config", "
              "pad_token_id", "bos_token_id", "eos_token_id"}   # token ids are not structure; a tiny demo's exceed vocab
 
 
-def probe(config: dict, features: list[dict], present: set[str]) -> dict:
+def probe(config: dict, features: list[dict], present: set[str], gguf_arch: str | None = None) -> dict:
     try:
         import torch
         import transformers
@@ -29,6 +29,8 @@ def probe(config: dict, features: list[dict], present: set[str]) -> dict:
 
     version = transformers.__version__
     transformers.logging.set_verbosity_error()
+    if gguf_arch is not None:
+        return _gguf(transformers, version, gguf_arch, features)
     declared = config.get("model_type")
     notes: list[str] = []
     target, wrapper_unknown = config, False
@@ -88,6 +90,19 @@ def probe(config: dict, features: list[dict], present: set[str]) -> dict:
 
     rows = feature_table(features, present, tensor_ok, judge)
     return framework_result(NAME, version, archs[0] if archs else model_type, rows, notes)
+
+
+def _gguf(transformers, version: str, arch: str, features: list[dict]) -> dict:
+    """A GGUF file goes through transformers' GGUF loader, which knows a list of architectures."""
+    try:
+        from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+    except ImportError:
+        return unknown(NAME, version, "this transformers has no GGUF loader")
+    if arch not in GGUF_SUPPORTED_ARCHITECTURES:
+        return unknown(NAME, version, f"GGUF architecture {arch!r} is not in transformers {version}'s GGUF loader")
+    rows = [{"feature": f["id"], "status": UNVERIFIED, "why": "GGUF input: transformers dequantizes it on load; "
+             "features are not checked one by one"} for f in features]
+    return framework_result(NAME, version, f"{arch} (GGUF loader)", rows, [])
 
 
 def _registered_architectures(modeling_auto) -> set[str]:
