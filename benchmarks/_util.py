@@ -36,5 +36,10 @@ def measured_fp32_peak() -> float:
     import torch
 
     a, b = torch.randn(4096, 1024), torch.randn(1024, 1024)
-    t, _ = timed(lambda: a @ b, repeat=5)
-    return 2 * 4096 * 1024 * 1024 / t
+    a @ b
+    best = float("inf")
+    for _ in range(9):   # the best of several: a peak, not a typical time, so noise cannot inflate ratios
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2 * 4096 * 1024 * 1024 / best
