@@ -94,3 +94,28 @@ def test_report_errors_are_one_line(tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("error: ")
     r = run("report", "--format", "pdf", "--out", str(tmp_path / "x"))
     assert r.returncode == 2 and "html or md" in r.stderr
+
+
+def test_hostile_names_are_escaped(tmp_path):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    folder = tmp_path / "evil"
+    folder.mkdir()
+    evil = "<script>alert(1)</script>"
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": evil, "architectures": [evil + "ForCausalLM"], "hidden_size": 8, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 16, "intermediate_size": 16}))
+    save_file({"model.embed_tokens.weight": np.zeros((16, 8), np.float32),
+               "model.layers.0.self_attn.q_proj.weight": np.zeros((8, 8), np.float32),
+               "model.layers.0.self_attn.k_proj.weight": np.zeros((8, 8), np.float32),
+               "model.layers.0.self_attn.v_proj.weight": np.zeros((8, 8), np.float32),
+               "model.layers.0.self_attn.o_proj.weight": np.zeros((8, 8), np.float32),
+               f"model.layers.0.{evil}.weight": np.zeros((8,), np.float32)},
+              str(folder / "model.safetensors"))
+    for fmt in ("html", "md"):
+        out = tmp_path / f"r.{fmt}"
+        r = run("report", str(folder), "--format", fmt, "--out", str(out))
+        assert r.returncode == 0, r.stderr
+        if fmt == "html":
+            assert "<script" not in out.read_text().lower()
