@@ -14,7 +14,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from archprobe.errors import ArchprobeError
 from archprobe.eval.attempt import AttemptResult, AttemptSpec, make_client, run_attempt
@@ -138,9 +138,7 @@ async def _drive(ledger: Ledger, task_set: TaskSet, opts: RunOptions, run_id: st
         last = slot.chain[-1] if slot.chain else None
         if last is not None and last.outcome is None:
             ledger.record_outcome(last.attempt_id, "cancelled", detail={"reason": INTERRUPTED})
-            slot.chain[-1] = AttemptRow(*[getattr(last, f) for f in ("attempt_id", "task_id", "sample", "try_",
-                                                                     "retry_of")], "cancelled",
-                                        None, None, None, None, None, {"reason": INTERRUPTED})
+            slot.chain[-1] = replace(last, outcome="cancelled", detail={"reason": INTERRUPTED})
     todo = [s for s in slots if not s.settled(opts.max_retries)]
     done = len(slots) - len(todo)
     if progress:
