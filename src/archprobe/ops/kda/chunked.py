@@ -56,7 +56,7 @@ def _decayed_products(q_BHNCK, k_BHNCK, G_BHNCK):
     Fast path, per sub-block of s rows, with E_j = G at the end of sub-block j (E_-1 = 0):
       exp(G_r - G_s) = exp(G_r - E_{i-1}) * exp(E_{i-1} - E_j) * exp(E_j - G_s)   (r in block i, s in j < i)
     three factors <= 1, and inside a sub-block exp(G_r - G_s) = exp(G_r - E_{i-1}) * exp(E_{i-1} - G_s),
-    the second factor <= exp(MAX_SPAN). Three exps per element; the rest are products. When a
+    the second factor <= exp(MAX_SPAN). Two exps per element; the rest are products. When a
     sub-block's decay span exceeds MAX_SPAN (unbounded gates), the explicit path is taken instead.
     """
     B, H, N, C, K = k_BHNCK.shape
@@ -73,20 +73,25 @@ def _decayed_products(q_BHNCK, k_BHNCK, G_BHNCK):
     inv = (start.unsqueeze(-2) - Gs).exp()
     col = (end - start).exp().unsqueeze(-2) * inv                    # exp(E_i - G_s) <= 1, a product
     ks = k_BHNCK.view(B, H, N, n, s, K)
-    xs = torch.stack([ks, q_BHNCK.view(B, H, N, n, s, K)]) * row     # [2, B, H, N, n, s, K]
+    k_rows = ks * row                                                # the two left factors, apart: no
+    q_rows = q_BHNCK.view(B, H, N, n, s, K) * row                    # stacked copy, no broadcast copies
     k_diag = (ks * inv).transpose(-1, -2)                            # [B, H, N, n, K, s]
-    k_col = (ks * col).transpose(-1, -2)
-    out = k_BHNCK.new_zeros(2, B, H, N, C, C)
-    diag = xs @ k_diag                                                # [2, B, H, N, n, s, s]
+    k_col = (ks * col).transpose(-1, -2)                             # [B, H, N, n, K, s]
+    out_k = k_BHNCK.new_zeros(B, H, N, C, C)
+    out_q = k_BHNCK.new_zeros(B, H, N, C, C)
+    diag_k, diag_q = k_rows @ k_diag, q_rows @ k_diag                # [B, H, N, n, s, s]
     for i in range(n):
         rows = slice(i * s, (i + 1) * s)
-        out[..., rows, rows] = diag[..., i, :, :]
         if i:
             pair = (start[..., i:i + 1, :] - end[..., :i, :]).exp()   # exp(E_{i-1} - E_j) <= 1, [.., i, K]
-            x = xs[..., i:i + 1, :, :] * pair.unsqueeze(-2)           # [2, B, H, N, i, s, K]
-            blocks = x @ k_col[..., :i, :, :]                         # [2, B, H, N, i, s, s]
-            out[..., rows, : i * s] = blocks.permute(0, 1, 2, 3, 5, 4, 6).reshape(2, B, H, N, s, i * s)
-    return out[0].tril_(-1), out[1].tril_(0), (start, row, end, col)
+            # earlier sub-blocks' key factors, scaled into block i's frame, side by side: [B, H, N, K, i*s]
+            earlier = (k_col[..., :i, :, :] * pair.unsqueeze(-1)).permute(0, 1, 2, 4, 3, 5).reshape(
+                B, H, N, K, i * s)
+            out_k[..., rows, : i * s] = k_rows[..., i, :, :] @ earlier
+            out_q[..., rows, : i * s] = q_rows[..., i, :, :] @ earlier
+        out_k[..., rows, rows] = diag_k[..., i, :, :]
+        out_q[..., rows, rows] = diag_q[..., i, :, :]
+    return out_k.tril_(-1), out_q.tril_(0), (start, row, end, col)
 
 
 SEGMENT_BYTES = 6 << 20   # a segment's q, k, v in float32: small enough to stay in a core's cache
@@ -158,13 +163,17 @@ def _kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state,
     q_decayed = q * rhs_decay
     k_to_end = k * to_end
     decay_last = G_last.squeeze(-2).exp().unsqueeze(-1)              # [B, H, N, K, 1]
+    # chunk-major copies, once: each step of the sequential loop then reads contiguous [B, H, C, *]
+    # blocks (a slice along N of [B, H, N, ...] would be copied by every matmul in the loop)
+    U, W, q_decayed, P_qk, k_to_end, decay_last = (
+        x.movedim(2, 0).contiguous() for x in (U, W, q_decayed, P_qk, k_to_end, decay_last))
     S = (torch.zeros(B, H, K, V, dtype=dt, device=q.device) if initial_state is None
          else initial_state.to(dt).clone())
-    out = torch.empty(B, H, N, C, V, dtype=dt, device=q.device)
+    outs = []
     for n in range(N):
-        v_new = U[:, :, n] - W[:, :, n] @ S
-        out[:, :, n] = q_decayed[:, :, n] @ S + P_qk[:, :, n] @ v_new
-        S = decay_last[:, :, n] * S + k_to_end[:, :, n].transpose(-1, -2) @ v_new
-    o = out.reshape(B, H, N * C, V)[:, :, :T].transpose(1, 2).to(q_BTHK.dtype)
+        v_new = U[n] - W[n] @ S
+        outs.append(q_decayed[n] @ S + P_qk[n] @ v_new)
+        S = decay_last[n] * S + k_to_end[n].transpose(-1, -2) @ v_new
+    o = torch.stack(outs).permute(1, 0, 3, 2, 4).reshape(B, N * C, H, V)[:, :T].to(q_BTHK.dtype)
     final = S if dt == torch.float64 else S.to(torch.float32)
     return o, (final if output_final_state else None)
