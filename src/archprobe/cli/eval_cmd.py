@@ -223,11 +223,6 @@ def standin(tasks: Annotated[str, typer.Argument(help="Task set whose answers th
 
 
 def _existing(path: str):
-    from pathlib import Path
-
-    from archprobe.errors import ArchprobeError
     from archprobe.eval.ledger import Ledger
 
-    if not Path(path).is_file():
-        raise ArchprobeError(f"{path}: no ledger here", hint="pass --ledger PATH (default ./archprobe-ledger.sqlite)")
-    return Ledger(path)
+    return Ledger.existing(path)

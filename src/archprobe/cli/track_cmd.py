@@ -75,15 +75,11 @@ def show(subject: str, ledger: LedgerOpt = DEFAULT_LEDGER,
     """Every recorded series for SUBJECT, each in its own panel; reach and usage never combined."""
 
     def go() -> None:
-        from pathlib import Path
-
         from archprobe.errors import ArchprobeError
         from archprobe.eval.ledger import Ledger
         from archprobe.track.store import series, subjects
 
-        if not Path(ledger).is_file():
-            raise ArchprobeError(f"{ledger}: no ledger here", hint="pass --ledger PATH")
-        book = Ledger(ledger)
+        book = Ledger.existing(ledger)
         all_series = series(book, subject)
         if not all_series:
             known = subjects(book)

@@ -83,8 +83,8 @@ async def judge(spec: AttemptSpec, cfg: dict, reply: str) -> AttemptResult:
     judge_spec = AttemptSpec(spec.attempt_id + "/judge", spec.attempt_key + "/judge", spec.task,
                              cfg.get("endpoint") or spec.endpoint, cfg.get("model") or spec.model,
                              cfg.get("api_key_env") or spec.api_key_env, {"temperature": 0}, spec.timeout_s)
-    request = "\n".join(str(m.get("content", "")) for m in spec.task["messages"] if m.get("role") == "user")
-    result = await chat(judge_spec, [{"role": "user", "content": JUDGE_PROMPT.format(request=request, reply=reply)}])
+    prompt = JUDGE_PROMPT.format(request=_prompt(spec.task), reply=reply)
+    result = await chat(judge_spec, [{"role": "user", "content": prompt}])
     if result.outcome != "pass":
         return result
     text = (result.answer or "").upper()
@@ -94,12 +94,12 @@ async def judge(spec: AttemptSpec, cfg: dict, reply: str) -> AttemptResult:
     return result
 
 
-def make_client(spec: AttemptSpec):
+def make_client(endpoint: str, api_key_env: str, timeout_s: float):
     from openai import AsyncOpenAI
 
     # max_retries=0: every retry is ours, recorded as a new attempt row (E2).
-    return AsyncOpenAI(base_url=spec.endpoint, api_key=os.environ.get(spec.api_key_env) or "not-needed",
-                       max_retries=0, timeout=spec.timeout_s)
+    return AsyncOpenAI(base_url=endpoint, api_key=os.environ.get(api_key_env) or "not-needed",
+                       max_retries=0, timeout=timeout_s)
 
 
 async def chat(spec: AttemptSpec, messages: list[dict], client=None) -> AttemptResult:
@@ -107,7 +107,7 @@ async def chat(spec: AttemptSpec, messages: list[dict], client=None) -> AttemptR
     import openai
 
     own = client is None
-    client = client or make_client(spec)
+    client = client or make_client(spec.endpoint, spec.api_key_env, spec.timeout_s)
     start = time.perf_counter()
     try:
         resp = await client.chat.completions.create(

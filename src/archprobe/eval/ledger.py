@@ -103,6 +103,13 @@ def whoami() -> tuple[str, str]:
 
 
 class Ledger:
+    @classmethod
+    def existing(cls, path: str | Path) -> Ledger:
+        """For commands that read: a missing file is a user mistake, not a new empty ledger."""
+        if not Path(path).is_file():
+            raise LedgerError(f"{path}: no ledger here", hint="pass --ledger PATH (default ./archprobe-ledger.sqlite)")
+        return cls(path)
+
     def __init__(self, path: str | Path, durable: bool = False):
         self.path = Path(path)
         if self.path.exists() and not self.path.is_file():
@@ -167,6 +174,10 @@ class Ledger:
 
     def runs(self) -> list[dict]:
         return [self.run(r[0]) for r in self.db.execute("SELECT run_id FROM runs ORDER BY created_at")]
+
+    def task_contents(self, run_id: str) -> dict[str, dict]:
+        rows = self.db.execute("SELECT task_id, content FROM tasks WHERE run_id=? ORDER BY position", (run_id,))
+        return {tid: json.loads(content) for tid, content in rows}
 
     def task_ids(self, run_id: str) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT task_id FROM tasks WHERE run_id=? ORDER BY position",

@@ -21,7 +21,7 @@ def build_report(ledger: Ledger, run_id: str, ci: str = "auto", other_ledgers: l
     task_ids = ledger.task_ids(run_id)
     params = run["params"]
     max_retries = params.get("max_retries", 0)
-    slots = load_slots(ledger, run_id, task_ids, run["attempts_per_task"])
+    slots = load_slots(rows, task_ids, run["attempts_per_task"])
     interventions = ledger.interventions(run_id)
     assisted_ids = {i["attempt_id"] for i in interventions}
     tracked = run["interventions_tracked"]
@@ -135,10 +135,7 @@ def _isolation(run: dict, rows, ledger: Ledger, run_id: str) -> dict:
     if run["source"] != "archprobe":
         return {"isolated": None, "network": None, "initial_state_reproducible": None,
                 "initial_state": f"imported from {run['source']}: not recorded"}
-    import json
-
-    tasks = {r[0]: json.loads(r[1]) for r in ledger.db.execute(
-        "SELECT task_id, content FROM tasks WHERE run_id=?", (run_id,))}
+    tasks = ledger.task_contents(run_id)
     agentic = {t for t, c in tasks.items() if c.get("repo")}
     policies = sorted({(r.detail.get("test") or {}).get("network") for r in rows
                        if r.task_id in agentic and r.detail.get("test")} - {None})

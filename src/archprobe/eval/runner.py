@@ -124,16 +124,17 @@ def _served_models(opts: RunOptions) -> list[str] | None:
         return None
 
 
-def load_slots(ledger: Ledger, run_id: str, task_ids: list[str], attempts: int) -> list[Slot]:
+def load_slots(rows: list[AttemptRow], task_ids: list[str], attempts: int) -> list[Slot]:
+    """The (task, sample) grid with each slot's attempt chain, from a run's attempt rows."""
     chains: dict[tuple[str, int], list[AttemptRow]] = {}
-    for row in ledger.attempts(run_id):
+    for row in rows:
         chains.setdefault((row.task_id, row.sample), []).append(row)
     return [Slot(t, s, sorted(chains.get((t, s), []), key=lambda a: a.try_)) for t in task_ids
             for s in range(attempts)]
 
 
 async def _drive(ledger: Ledger, task_set: TaskSet, opts: RunOptions, run_id: str, progress) -> None:
-    slots = load_slots(ledger, run_id, [t.id for t in task_set.tasks], opts.attempts)
+    slots = load_slots(ledger.attempts(run_id), [t.id for t in task_set.tasks], opts.attempts)
     for slot in slots:  # close what a dead process left open
         last = slot.chain[-1] if slot.chain else None
         if last is not None and last.outcome is None:
@@ -145,8 +146,7 @@ async def _drive(ledger: Ledger, task_set: TaskSet, opts: RunOptions, run_id: st
         progress(done, len(slots))
     execute = _executor(opts)
     semaphore = asyncio.Semaphore(max(1, opts.concurrency))
-    client = make_client(AttemptSpec("", "", {}, opts.endpoint, opts.model, opts.api_key_env,
-                                     timeout_s=opts.timeout_s)) if opts.executor == "local" else None
+    client = make_client(opts.endpoint, opts.api_key_env, opts.timeout_s) if opts.executor == "local" else None
 
     async def settle(slot: Slot) -> None:
         nonlocal done
