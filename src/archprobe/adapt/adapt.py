@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from archprobe.adapt import engines, generic, hf, llamacpp
-from archprobe.formats.sources import open_source
+from archprobe.adapt.result import unknown
+from archprobe.formats.sources import RawCheckpoint, open_source
 from archprobe.structure.inspect import analyse
 
 SCHEMA = "archprobe.adapt/1"
@@ -16,7 +17,11 @@ def adapt(source: str | None = None, progress=None, only: list[str] | None = Non
 
         source = str(demo_checkpoint())
     raw = open_source(source, progress)
-    doc = analyse(raw)
+    return adapt_checkpoint(raw, analyse(raw), only)
+
+
+def adapt_checkpoint(raw: RawCheckpoint, doc: dict, only: list[str] | None = None) -> dict:
+    """From headers already read and their `inspect` document (the report reads them once for both)."""
     config = raw.config or {}
     features = doc["features"]
     present = {t.name for h in raw.headers for t in h.tensors}
@@ -35,7 +40,7 @@ def adapt(source: str | None = None, progress=None, only: list[str] | None = Non
                                           gguf_arch, moe))
         elif name == "archprobe":
             results.append(generic.probe(config, features, present, shapes) if raw.kind != "gguf" else
-                           {**generic.unknown(generic.NAME, None, "validate reads safetensors folders, not GGUF")})
+                           unknown(generic.NAME, None, "validate reads safetensors folders, not GGUF"))
     matrix = {f["id"]: {r["framework"]: _status_of(r, f["id"]) for r in results} for f in features}
     return {"schema": SCHEMA, "source": doc["source"], "model_type": doc["model_type"],
             "wrapper_model_type": doc.get("wrapper_model_type"), "architectures": doc["architectures"],

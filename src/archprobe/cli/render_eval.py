@@ -5,11 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from archprobe.eval.html import pct
+
 STATUS_STYLE = {"met": "green", "not_met": "red", "unknown": "yellow"}
-
-
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
 def render_report(r: dict) -> None:
@@ -20,7 +18,7 @@ def render_report(r: dict) -> None:
     c.print("outcomes: " + "  ".join(f"{k} {v}" for k, v in o.items())
             + f"   attempts in all {r['attempts_total']}, retries {r['retries']}, interventions "
             + ("unknown" if r["interventions"] is None else str(r["interventions"])))
-    c.print(f"success rate [bold]{_pct(r['success_rate'])}[/]  95% [{_pct(r['ci95'][0])}, {_pct(r['ci95'][1])}] "
+    c.print(f"success rate [bold]{pct(r['success_rate'])}[/]  95% [{pct(r['ci95'][0])}, {pct(r['ci95'][1])}] "
             f"({r['ci_method']})")
     if r.get("pass_at_k"):
         pk = r["pass_at_k"]
@@ -30,7 +28,7 @@ def render_report(r: dict) -> None:
         c.print(f"[yellow]{r['unsettled_slots']} slot(s) not settled: resume with --run-id {r['run_id']}[/]")
     t = Table("task", "attempts", "scored", "passes", "rate")
     for p in r["per_task"]:
-        t.add_row(p["task_id"], str(p["attempts"]), str(p["scored"]), str(p["passes"]), _pct(p["success_rate"]))
+        t.add_row(p["task_id"], str(p["attempts"]), str(p["scored"]), str(p["passes"]), pct(p["success_rate"]))
     c.print(t)
     render_checks(r, console=c)
 

@@ -19,8 +19,8 @@ def render_html(r: dict) -> str:
             f"<p>Model <b>{escape(str(r['model']))}</b> at <code>{escape(str(r['endpoint']))}</code>; "
             f"task set <code>{escape(r['task_set_hash'])}</code>; {r['attempts_per_task']} attempt(s) per task; "
             f"run by {escape(str(r['operator']))}@{escape(str(r['host']))}.</p>"
-            f"<p>Success rate <b id=success-rate>{_pct(rate)}</b>, 95% interval "
-            f"<span id=ci95>[{_pct(r['ci95'][0])}, {_pct(r['ci95'][1])}]</span> ({escape(r['ci_method'])}); "
+            f"<p>Success rate <b id=success-rate>{pct(rate)}</b>, 95% interval "
+            f"<span id=ci95>[{pct(r['ci95'][0])}, {pct(r['ci95'][1])}]</span> ({escape(r['ci_method'])}); "
             f"attempts in all <b id=attempts-total>{r['attempts_total']}</b>, retries {r['retries']}, "
             f"interventions {'unknown' if r['interventions'] is None else r['interventions']}.</p>")
     outcomes = "".join(f"<td class={k}>{k} <b>{v}</b></td>" for k, v in r["outcomes"].items())
@@ -60,7 +60,7 @@ def per_task_svg(per_task: list[dict]) -> str:
     return "".join(parts)
 
 
-def _pct(x) -> str:
+def pct(x) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 

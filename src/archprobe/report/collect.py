@@ -18,14 +18,16 @@ def sweep_contexts(max_context: int | None, target: int) -> list[int]:
 
 def collect(source: str | None, context: str = "32k", batch: int = 1, budget: str | None = None,
             run_validate: bool = False, validate_json: str | None = None, progress=None) -> dict:
+    from archprobe.formats.sources import open_source
     from archprobe.memory.plan import largest_fitting_context, parse_bytes, parse_tokens, plan_memory
-    from archprobe.structure.inspect import inspect_checkpoint
+    from archprobe.structure.inspect import analyse
 
     if source is None:
         from archprobe.demo import demo_checkpoint
 
         source = str(demo_checkpoint())
-    doc = inspect_checkpoint(source, progress=progress)
+    raw = open_source(source, progress)   # headers read once, for the structure and the adaptation
+    doc = analyse(raw)
     target = parse_tokens(context)
     limit = parse_bytes(budget) if budget else None
     plan = plan_memory(doc, target, batch=batch)
@@ -33,9 +35,9 @@ def collect(source: str | None, context: str = "32k", batch: int = 1, budget: st
              sweep_contexts(doc["architecture"].get("max_position_embeddings"), target)]
     fits = largest_fitting_context(doc, limit, batch=batch) if limit else None
     try:
-        from archprobe.adapt.adapt import adapt
+        from archprobe.adapt.adapt import adapt_checkpoint
 
-        adaptation = adapt(source)
+        adaptation = adapt_checkpoint(raw, doc)
     except ArchprobeError as exc:
         adaptation = {"error": exc.message}
     validation = None

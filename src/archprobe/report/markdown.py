@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-
-def gib(b) -> str:
-    return "n/a" if b is None else f"{b / 1024 ** 3:,.3f} GiB"
+from archprobe.report.html import gib
 
 
 def render(data: dict) -> str:

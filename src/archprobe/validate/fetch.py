@@ -11,7 +11,6 @@ from pathlib import Path
 from archprobe.errors import SourceError
 
 LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
-VISION = ("vision_tower.", "mm_projector.", "model.vision", "visual.")
 INDEX = "model.safetensors.index.json"
 
 
@@ -25,6 +24,7 @@ def fetch_layers(source: str, n_layers_needed, progress=None) -> tuple[str, dict
 
     from archprobe.formats.hub import HubReader, endpoint, list_files
     from archprobe.formats.sources import parse_config_bytes, parse_index_bytes, shard_names_from_index
+    from archprobe.validate.mapping import VISION
 
     repo_id, _, revision = source.partition("@")
     revision = revision or "main"
