@@ -6,92 +6,115 @@ with G the cumulative log-decay (per key channel) and A(X, Y)[r, s] = sum_c x_r[
     L = beta_r * A(K, K) strictly below the diagonal;  (I + L) [W | U] = [beta exp(G) K | beta V]
     V' = U - W S;   O = (Q exp(G)) S + tril(A(Q, K)) V';   S = exp(G_last) S + (exp(G_last - G) K)^T V'
 
+Only the line for S is sequential: the loop over chunks carries S and V', and the read-out O is one
+batched matmul over all chunks afterwards (from the states the loop kept).
+
 Numerics: exp(G_r - G_s) is never formed from exp(G_r) * exp(-G_s) over a whole chunk (that overflows
-once the decay sums past ~88). A is computed per sub-block of S <= 16 query rows as one matmul of
-two factors taken relative to a reference point at the start of that sub-block: the row factor is
-<= 1, the column factor <= 1 for earlier tokens and at most exp(the sub-block's own decay span)
-inside it (<= exp(80) with K3's -5 bound). When a sub-block's span exceeds that (unbounded gates),
-the exact but slower explicit form ([S, S, K] decay differences) is used instead. The triangular
-system is solved once per chunk, batched (torch.linalg.solve_triangular).
-Legend: B batch, T tokens, H heads, K key dim, V value dim, N chunks, C chunk size.
+once the decay sums past ~88). A is computed per sub-block of up to 32 rows as one matmul of two
+factors taken relative to a per-channel reference in the middle of the sub-block's decay range, so
+each factor stays within exp(+-MAX_SPAN) while their product is the exact exp(G_r - G_s) <= 1. With K3's
+-5 bound a 32-token sub-block spans at most 155. Rows of a later sub-block meet an earlier one through
+two factors <= 1 around the earlier block's end. When a sub-block's span exceeds 2 * MAX_SPAN (unbounded
+gates), the exact but slower explicit form ([S, S, K] decay differences) is used instead.
+Legend: B batch, T tokens, H heads, K key dim, V value dim, N chunks, C chunk size, R = B * H.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
-SUB = 16
-MAX_SPAN = 80.0  # exp(80) ~ 5.5e34: far from float32's 3.4e38 even after a K-term sum
+SUB = 32            # rows per sub-block of the decayed products
+MAX_SPAN = 80.0     # the largest exponent one factor may carry: exp(80) ~ 5.5e34, far from float32's 3.4e38
+EXPLICIT_SUB = 16   # sub-blocks of the explicit form, whose [S, S, K] decay tensor grows with S^2
 
 
-def _explicit_products(x_BHNCK, y_BHNCK, G_BHNCK, include_diagonal: bool):
-    """A(X, Y) [B, H, N, C, C] from the decay differences themselves (exact for any decay, slower):
+def _explicit_products(x_NRCK, y_NRCK, G_NRCK, include_diagonal: bool):
+    """A(X, Y) [..., C, C] from the decay differences themselves (exact for any decay, slower):
     diagonal sub-blocks through an [S, S, K] decay tensor, earlier sub-blocks through factors <= 1."""
-    B, H, N, C, K = x_BHNCK.shape
-    s = min(SUB, C)
+    *lead, C, K = x_NRCK.shape
+    s = min(EXPLICIT_SUB, C)
     n_sub = C // s
-    out = x_BHNCK.new_zeros(B, H, N, C, C)
-    xs = x_BHNCK.view(B, H, N, n_sub, s, K)
-    ys = y_BHNCK.view(B, H, N, n_sub, s, K)
-    Gs = G_BHNCK.view(B, H, N, n_sub, s, K)
+    out = x_NRCK.new_zeros(*lead, C, C)
+    xs = x_NRCK.view(*lead, n_sub, s, K)
+    ys = y_NRCK.view(*lead, n_sub, s, K)
+    Gs = G_NRCK.view(*lead, n_sub, s, K)
     diff = Gs.unsqueeze(-2) - Gs.unsqueeze(-3)                      # [.., s(r), s(s), K]
-    keep = torch.ones(s, s, dtype=torch.bool, device=x_BHNCK.device).tril(0 if include_diagonal else -1)
+    keep = torch.ones(s, s, dtype=torch.bool, device=x_NRCK.device).tril(0 if include_diagonal else -1)
     decay = torch.where(keep[..., None], diff, torch.full_like(diff, -float("inf"))).exp()
-    diag = torch.einsum("bhnirc,bhnisc,bhnirsc->bhnirs", xs, ys, decay)
+    diag = torch.einsum("...irc,...isc,...irsc->...irs", xs, ys, decay)
     for i in range(n_sub):
-        out[..., i * s:(i + 1) * s, i * s:(i + 1) * s] = diag[:, :, :, i]
+        out[..., i * s:(i + 1) * s, i * s:(i + 1) * s] = diag[..., i, :, :]
         if i == 0:
             continue
-        ref = G_BHNCK[:, :, :, i * s - 1].unsqueeze(-2)              # G at the end of the previous block
-        xf = xs[:, :, :, i] * (Gs[:, :, :, i] - ref).exp()             # <= 1
-        yf = y_BHNCK[:, :, :, :i * s] * (ref - G_BHNCK[:, :, :, :i * s]).exp()   # <= 1
-        out[..., i * s:(i + 1) * s, :i * s] = xf @ yf.transpose(-1, -2)
+        ref = G_NRCK[..., i * s - 1, :].unsqueeze(-2)                  # G at the end of the previous block
+        xf = xs[..., i, :, :] * (Gs[..., i, :, :] - ref).exp()         # <= 1
+        yf = y_NRCK[..., :i * s, :] * (ref - G_NRCK[..., :i * s, :]).exp()   # <= 1
+        out[..., i * s:(i + 1) * s, :i * s] = xf @ yf.mT
     return out
 
 
-def _decayed_products(q_BHNCK, k_BHNCK, G_BHNCK):
-    """(A(K, K) strictly lower, A(Q, K) lower incl. diagonal), each [B, H, N, C, C].
+@dataclass
+class Decayed:
+    """The chunk's decay applied: the two products A and everything the solve, loop and read-out need."""
+    A_kk: torch.Tensor         # [..., C, C] A(K, K), strictly lower
+    P_qk: torch.Tensor         # [..., C, C] A(Q, K), lower incl. the diagonal
+    q_decayed: torch.Tensor    # [..., C, K] exp(G) Q
+    k_decayed: torch.Tensor    # [..., C, K] exp(G) K
+    k_to_end: torch.Tensor     # [..., C, K] exp(G_last - G) K
 
-    Fast path, per sub-block of s rows, with E_j = G at the end of sub-block j (E_-1 = 0):
-      exp(G_r - G_s) = exp(G_r - E_{i-1}) * exp(E_{i-1} - E_j) * exp(E_j - G_s)   (r in block i, s in j < i)
-    three factors <= 1, and inside a sub-block exp(G_r - G_s) = exp(G_r - E_{i-1}) * exp(E_{i-1} - G_s),
-    the second factor <= exp(MAX_SPAN). Two exps per element; the rest are products. When a
-    sub-block's decay span exceeds MAX_SPAN (unbounded gates), the explicit path is taken instead.
-    """
-    B, H, N, C, K = k_BHNCK.shape
+
+def _explicit(q_NRCK, k_NRCK, G_NRCK) -> Decayed:
+    """Any decay: the products from decay differences, every factor an exp of its own."""
+    exp_G, G_last = G_NRCK.exp(), G_NRCK[..., -1:, :]
+    return Decayed(_explicit_products(k_NRCK, k_NRCK, G_NRCK, False), _explicit_products(q_NRCK, k_NRCK, G_NRCK, True),
+                   q_NRCK * exp_G, k_NRCK * exp_G, k_NRCK * (G_last - G_NRCK).exp())
+
+
+def _factored(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed | None:
+    """The fast form; None when a sub-block's decay span is too wide for it.
+
+    With ref the per-channel middle of a sub-block's G: exp(G_r - G_s) = exp(G_r - ref) exp(ref - G_s), two
+    factors within exp(+-MAX_SPAN). When the chunk is one sub-block, exp(G) = exp(G - ref) exp(ref) and
+    exp(G_last - G) = exp(ref - G) exp(G_last - ref) reuse the same factors: two exps in all (one exp
+    and a reciprocal without autograd)."""
+    *lead, C, K = k_NRCK.shape
     s = min(SUB, C)
     n = C // s
-    Gs = G_BHNCK.view(B, H, N, n, s, K)
-    end = Gs[..., -1, :]                                              # E_j  [B, H, N, n, K]
-    start = F.pad(end, (0, 0, 1, 0))[..., :n, :]                     # E_{i-1}
-    if (start - end).max() > MAX_SPAN:
-        return (_explicit_products(k_BHNCK, k_BHNCK, G_BHNCK, False),
-                _explicit_products(q_BHNCK, k_BHNCK, G_BHNCK, True), None)
-    row = (Gs - start.unsqueeze(-2)).exp()                           # <= 1, >= exp(-MAX_SPAN)
-    # exp(E_{i-1} - G_s) <= exp(MAX_SPAN); an exp, not 1 / row, whose gradient (1 / row^2) would overflow
-    inv = (start.unsqueeze(-2) - Gs).exp()
-    col = (end - start).exp().unsqueeze(-2) * inv                    # exp(E_i - G_s) <= 1, a product
-    ks = k_BHNCK.view(B, H, N, n, s, K)
-    k_rows = ks * row                                                # the two left factors, apart: no
-    q_rows = q_BHNCK.view(B, H, N, n, s, K) * row                    # stacked copy, no broadcast copies
-    k_diag = (ks * inv).transpose(-1, -2)                            # [B, H, N, n, K, s]
-    k_col = (ks * col).transpose(-1, -2)                             # [B, H, N, n, K, s]
-    out_k = k_BHNCK.new_zeros(B, H, N, C, C)
-    out_q = k_BHNCK.new_zeros(B, H, N, C, C)
-    diag_k, diag_q = k_rows @ k_diag, q_rows @ k_diag                # [B, H, N, n, s, s]
+    Gs = G_NRCK.view(*lead, n, s, K)
+    first, last = Gs[..., 0, :], Gs[..., -1, :]
+    if (first - last).max() > 2 * MAX_SPAN:
+        return None
+    ref = ((first + last) * 0.5).unsqueeze(-2)                       # [..., n, 1, K]
+    offset = Gs - ref                                                # in [-MAX_SPAN, MAX_SPAN]
+    row = offset.exp()                                               # exp(G_r - ref)
+    # exp(ref - G_s); under autograd an exp, not 1 / row, whose gradient (1 / row^2) would overflow
+    inv = row.reciprocal() if inference else offset.neg_().exp_()
+    ks, qs = k_NRCK.view(*lead, n, s, K), q_NRCK.view(*lead, n, s, K)
+    k_row, q_row, k_inv = ks * row, qs * row, ks * inv
+    diag_k, diag_q = k_row @ k_inv.mT, q_row @ k_inv.mT              # [..., n, s, s]
+    if n == 1 and ref.min() >= -MAX_SPAN:   # exp(ref) a normal float: exp(G) a product without underflow
+        exp_ref, exp_last = ref.exp(), (G_NRCK[..., -1:, :] - ref.squeeze(-2)).exp()
+        return Decayed(diag_k.view(*lead, C, C).tril_(-1), diag_q.view(*lead, C, C).tril_(0),
+                       (q_row * exp_ref).view(*lead, C, K), (k_row * exp_ref).view(*lead, C, K),
+                       (k_inv * exp_last.unsqueeze(-2)).view(*lead, C, K))
+    out_k, out_q = k_NRCK.new_zeros(*lead, C, C), k_NRCK.new_zeros(*lead, C, C)
     for i in range(n):
-        rows = slice(i * s, (i + 1) * s)
-        if i:
-            pair = (start[..., i:i + 1, :] - end[..., :i, :]).exp()   # exp(E_{i-1} - E_j) <= 1, [.., i, K]
-            # earlier sub-blocks' key factors, scaled into block i's frame, side by side: [B, H, N, K, i*s]
-            earlier = (k_col[..., :i, :, :] * pair.unsqueeze(-1)).permute(0, 1, 2, 4, 3, 5).reshape(
-                B, H, N, K, i * s)
-            out_k[..., rows, : i * s] = k_rows[..., i, :, :] @ earlier
-            out_q[..., rows, : i * s] = q_rows[..., i, :, :] @ earlier
-        out_k[..., rows, rows] = diag_k[..., i, :, :]
-        out_q[..., rows, rows] = diag_q[..., i, :, :]
-    return out_k.tril_(-1), out_q.tril_(0), (start, row, end, col)
+        block = slice(i * s, (i + 1) * s)
+        out_k[..., block, block] = diag_k[..., i, :, :]
+        out_q[..., block, block] = diag_q[..., i, :, :]
+    for j in range(n - 1):   # every later row against block j, around G at block j's end: two factors <= 1
+        block, later = slice(j * s, (j + 1) * s), slice((j + 1) * s, C)
+        end = last[..., j:j + 1, :]
+        col = (k_NRCK[..., block, :] * (end - G_NRCK[..., block, :]).exp()).mT
+        rows = (G_NRCK[..., later, :] - end).exp()
+        out_k[..., later, block] = (k_NRCK[..., later, :] * rows) @ col
+        out_q[..., later, block] = (q_NRCK[..., later, :] * rows) @ col
+    exp_G, G_last = G_NRCK.exp(), G_NRCK[..., -1:, :]
+    return Decayed(out_k.tril_(-1), out_q.tril_(0), q_NRCK * exp_G, k_NRCK * exp_G,
+                   k_NRCK * (G_last - G_NRCK).exp())
 
 
 SEGMENT_BYTES = 6 << 20   # a segment's q, k, v in float32: small enough to stay in a core's cache
@@ -108,72 +131,81 @@ def segment_tokens(B: int, H: int, K: int, V: int, chunk: int) -> int:
 
 def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial_state=None,
                 output_final_state=False, chunk_size=64):
-    """Same contract as `kda_recurrent`; chunk_size a power of two (16, 32, 64, ...)."""
-    if chunk_size < 1 or (chunk_size > SUB and chunk_size % SUB):
-        raise ValueError(f"chunk_size {chunk_size} must be <= {SUB} or a multiple of {SUB}")
+    """Same contract as `kda_recurrent`; chunk_size a power of two (32 is the fastest on CPU)."""
+    if chunk_size < 1 or chunk_size & (chunk_size - 1):
+        raise ValueError(f"chunk_size {chunk_size} must be a power of two (16, 32, 64, ...)")
     B, T, H, K = k_BTHK.shape
-    L = segment_tokens(B, H, K, v_BTHV.shape[-1], chunk_size)
-    if T <= L:
-        return _kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state, output_final_state,
-                            chunk_size)
-    outs, state = [], initial_state
-    for s in range(0, T, L):   # exact: a segment boundary is a chunk boundary with the state carried
-        o, state = _kda_chunked(q_BTHK[:, s:s + L], k_BTHK[:, s:s + L], v_BTHV[:, s:s + L], g_BTHK[:, s:s + L],
-                                beta_BTH[:, s:s + L], scale, state, True, chunk_size)
-        outs.append(o)
-    return torch.cat(outs, dim=1), (state if output_final_state else None)
+    V = v_BTHV.shape[-1]
+    scale = K ** -0.5 if scale is None else scale
+    out = torch.empty(B, T, H, V, dtype=q_BTHK.dtype, device=q_BTHK.device)
+    L = segment_tokens(B, H, K, V, chunk_size)
+    state = initial_state
+    for s in range(0, max(T, 1), L):   # exact: a segment boundary is a chunk boundary with the state carried
+        seg = slice(s, s + L)
+        state = _kda_segment(q_BTHK[:, seg], k_BTHK[:, seg], v_BTHV[:, seg], g_BTHK[:, seg], beta_BTH[:, seg],
+                             scale, state, out[:, seg], chunk_size)
+    final = state.to(torch.float64 if state.dtype == torch.float64 else torch.float32, copy=True)
+    return out, (final if output_final_state else None)
 
 
-def _kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state, output_final_state, chunk_size):
+def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state, out_BTHV, C):
+    """One segment: writes its read-out into out_BTHV (a slice of the caller's output) and returns the
+    state after its last token, [B, H, K, V] in the compute dtype."""
     dt = torch.float64 if q_BTHK.dtype == torch.float64 else torch.float32
     B, T, H, K = k_BTHK.shape
     V = v_BTHV.shape[-1]
-    C = chunk_size
-    scale = K ** -0.5 if scale is None else scale
+    R = B * H
     pad = (-T) % C
     N = (T + pad) // C
 
-    def prep(x, last):  # [B, T, H, X] -> [B, H, N, C, X] in the compute dtype, zero-padded
-        x = x.to(dt).transpose(1, 2)
+    def chunk_major(x):  # [B, T, H, X] -> [N, R, C, X] in the compute dtype, zero-padded (one copy)
+        x = x.to(dt)
         if pad:
-            x = F.pad(x, (0, 0, 0, pad))
-        return x.reshape(B, H, N, C, last)
+            x = F.pad(x, (0, 0, 0, 0, 0, pad))
+        return x.view(B, N, C, H, -1).permute(1, 0, 3, 2, 4).reshape(N, R, C, x.shape[-1])
 
-    q = prep(q_BTHK, K) * scale
-    k = prep(k_BTHK, K)
-    v = prep(v_BTHV, V)
-    g = prep(g_BTHK, K)
-    beta = prep(beta_BTH.unsqueeze(-1), 1)                          # [B, H, N, C, 1]
-    G = g.cumsum(dim=-2)
-    A_kk, P_qk, factors = _decayed_products(q, k, G)
+    q, k, v, g = (chunk_major(x) for x in (q_BTHK, k_BTHK, v_BTHV, g_BTHK))
+    beta = chunk_major(beta_BTH.unsqueeze(-1))                      # [N, R, C, 1]
+    G = torch.ones(C, C, dtype=dt, device=q.device).tril_() @ g     # the in-chunk cumsum, as a matmul (faster)
+    grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, g, beta, initial_state))
+    d = _factored(q, k, G, inference=not grad) or _explicit(q, k, G)
     eye = torch.eye(C, dtype=dt, device=q.device)
-    system = eye + beta * A_kk                                       # unit lower triangular
-    G_last = G[..., -1:, :]                                          # [B, H, N, 1, K]
-    if factors is None:
-        rhs_decay, to_end = G.exp(), (G_last - G).exp()
-    else:  # exp(G) = exp(E_{i-1}) row and exp(G_last - G) = exp(G_last - E_i) col: products, no new exps
-        start, row, end, col = factors
-        shape = G.shape
-        rhs_decay = (start.exp().unsqueeze(-2) * row).reshape(shape)
-        to_end = ((G_last.unsqueeze(-2) - end.unsqueeze(-2)).exp() * col).reshape(shape)
-    # inverse of the unit triangular system once (rhs width C), then one batched matmul for [W | U]
-    inverse = torch.linalg.solve_triangular(system, eye.expand_as(system), upper=False, unitriangular=True)
-    W = inverse @ (beta * rhs_decay * k)
-    U = inverse @ (beta * v)
-    q_decayed = q * rhs_decay
-    k_to_end = k * to_end
-    decay_last = G_last.squeeze(-2).exp().unsqueeze(-1)              # [B, H, N, K, 1]
-    # chunk-major copies, once: each step of the sequential loop then reads contiguous [B, H, C, *]
-    # blocks (a slice along N of [B, H, N, ...] would be copied by every matmul in the loop)
-    U, W, q_decayed, P_qk, k_to_end, decay_last = (
-        x.movedim(2, 0).contiguous() for x in (U, W, q_decayed, P_qk, k_to_end, decay_last))
-    S = (torch.zeros(B, H, K, V, dtype=dt, device=q.device) if initial_state is None
-         else initial_state.to(dt).clone())
-    outs = []
+    # (I + beta A)^-1 once (rhs width C), beta folded in as a column scale: [W | U] = inverse diag(beta) [exp(G) K | V]
+    inverse = torch.linalg.solve_triangular(d.A_kk * beta, eye.expand_as(d.A_kk), upper=False, unitriangular=True)
+    inverse = inverse * beta.mT
+    W, U = inverse @ d.k_decayed, inverse @ v
+    decay_last = G[..., -1:, :].exp().mT                             # [N, R, K, 1]
+    S0 = (torch.zeros(R, K, V, dtype=dt, device=q.device) if initial_state is None
+          else initial_state.to(dt).reshape(R, K, V))
+    states, v_new = _state_loop(S0, U, W, decay_last, d.k_to_end, grad)
+    q_decayed, P_qk = d.q_decayed, d.P_qk
+    # O = scale (Q exp(G) S + P V'), the scale folded into the matmul
+    o = (q_decayed @ states[:N]).view(N * R, C, V).baddbmm_(P_qk.view(N * R, C, C), v_new.view(N * R, C, V),
+                                                             beta=scale, alpha=scale)
+    o_BTHV = o.view(N, B, H, C, V).permute(1, 0, 3, 2, 4)            # [B, N, C, H, V]
+    if pad:
+        out_BTHV.copy_(o_BTHV.reshape(B, N * C, H, V)[:, :T])
+    else:
+        out_BTHV.view(B, N, C, H, V).copy_(o_BTHV)
+    return states[N].view(B, H, K, V)
+
+
+def _state_loop(S0, U, W, decay_last, k_to_end, grad: bool):
+    """The sequential part: V'_n = U_n - W_n S_n, S_n+1 = exp(G_last) S_n + (exp(G_last - G) K)^T V'_n.
+    Returns (states [N + 1, R, K, V], states[n] the one before chunk n; V' [N, R, C, V]). Without
+    autograd the loop writes into two buffers; with it, each step is a new tensor (out= is not differentiable)."""
+    N = U.shape[0]
+    if grad:
+        states, v_new = [S0], []
+        for n in range(N):
+            v_new.append(torch.baddbmm(U[n], W[n], states[-1], alpha=-1))
+            states.append(torch.baddbmm(states[-1] * decay_last[n], k_to_end[n].mT, v_new[-1]))
+        return torch.stack(states), torch.stack(v_new)
+    states = S0.new_empty(N + 1, *S0.shape)
+    states[0] = S0
+    v_new = U.new_empty(U.shape)
     for n in range(N):
-        v_new = U[n] - W[n] @ S
-        outs.append(q_decayed[n] @ S + P_qk[n] @ v_new)
-        S = decay_last[n] * S + k_to_end[n].transpose(-1, -2) @ v_new
-    o = torch.stack(outs).permute(1, 0, 3, 2, 4).reshape(B, N * C, H, V)[:, :T].to(q_BTHK.dtype)
-    final = S if dt == torch.float64 else S.to(torch.float32)
-    return o, (final if output_final_state else None)
+        torch.baddbmm(U[n], W[n], states[n], alpha=-1, out=v_new[n])
+        torch.mul(states[n], decay_last[n], out=states[n + 1])
+        states[n + 1].baddbmm_(k_to_end[n].mT, v_new[n])
+    return states, v_new
