@@ -56,7 +56,7 @@ def test_chunked_matches_recurrent_and_float64(T, strong, with_state):
         ref64, s64 = kda_recurrent(q.double(), k.double(), v.double(), g.double(), beta.double(),
                                    initial_state=None if s0 is None else s0.double(), output_final_state=True)
     assert_close("recurrent_vs_chunked", ref64, rec, name="recurrent fp32 vs fp64")
-    for C in (16, 32, 64):
+    for C in (16, 32, 64, 128):   # one sub-block, two, four
         out, s = kda_chunked(q, k, v, g, beta, initial_state=s0, output_final_state=True, chunk_size=C)
         assert out.dtype == q.dtype and s.dtype == torch.float32
         assert_close("recurrent_vs_chunked", ref64, out, name=f"chunked C={C} output")

@@ -154,9 +154,9 @@ def _activations(doc: dict, chunk: int, T: int, batch: int, act_b: float, engine
     if "linear_attention.kda" in feats:
         at = feats["linear_attention.kda"]["attrs"]
         h, d = at["num_heads"], at["head_dim"]
-        # chunked KDA (C = 64): projections, conv, normalised q/k, gate, their chunked and decayed copies
-        # (~24 h d per token alive at once) plus the chunk's [C, C] products and triangular system (~4 C h)
-        widths.append(24 * h * d + 4 * 64 * h)
+        # chunked KDA (C = 32, the modules' chunk): projections, conv, normalised q/k, gate, their chunked and
+        # decayed copies (~24 h d per token alive at once) plus the chunk's [C, C] products and inverse (~4 C h)
+        widths.append(24 * h * d + 4 * 32 * h)
     if a.get("intermediate_size"):
         widths.append(3 * a["intermediate_size"])
     moe = feats.get("moe.routed")

@@ -21,7 +21,7 @@ from archprobe.ops.kda.chunked import kda_chunked
 
 class GatedDeltaNet(nn.Module):
     def __init__(self, hidden: int, key_heads: int, value_heads: int, key_dim: int, value_dim: int,
-                 conv_kernel: int = 4, norm_eps: float = 1e-6, chunk_size: int = 64):
+                 conv_kernel: int = 4, norm_eps: float = 1e-6, chunk_size: int = 32):
         super().__init__()
         if value_heads % key_heads:
             raise ValueError(f"value heads ({value_heads}) must be a multiple of key heads ({key_heads})")

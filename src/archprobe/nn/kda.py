@@ -36,7 +36,7 @@ class KDACache:
 class KimiDeltaAttention(nn.Module):
     def __init__(self, hidden: int, heads: int, head_dim: int, *, conv_kernel: int = 4, gate: str = "bounded",
                  gate_lower_bound: float = -5.0, output_gate: str = "full_rank", a_log_len: int | None = None,
-                 norm_eps: float = 1e-5, decay_rank: int | None = None, chunk_size: int = 64):
+                 norm_eps: float = 1e-5, decay_rank: int | None = None, chunk_size: int = 32):
         super().__init__()
         if gate not in ("bounded", "softplus"):
             raise ValueError(f"gate must be 'bounded' (K3) or 'softplus' (Kimi Linear), not {gate!r}")

@@ -6,8 +6,9 @@ with G the cumulative log-decay (per key channel) and A(X, Y)[r, s] = sum_c x_r[
     L = beta_r * A(K, K) strictly below the diagonal;  (I + L) [W | U] = [beta exp(G) K | beta V]
     V' = U - W S;   O = (Q exp(G)) S + tril(A(Q, K)) V';   S = exp(G_last) S + (exp(G_last - G) K)^T V'
 
-Only the line for S is sequential: the loop over chunks carries S and V', and the read-out O is one
-batched matmul over all chunks afterwards (from the states the loop kept).
+Only the line for S is sequential. Everything else is batched over all chunks: the products, the
+triangular inverse, W and U before the loop; tril(A(Q, K)) V' after it. The loop does V', the
+(Q exp(G)) S term of O while S is in cache, and the state update.
 
 Numerics: exp(G_r - G_s) is never formed from exp(G_r) * exp(-G_s) over a whole chunk (that overflows
 once the decay sums past ~88). A is computed per sub-block of up to 32 rows as one matmul of two
@@ -90,11 +91,14 @@ def _factored(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed | None:
     ref = ((first + last) * 0.5).unsqueeze(-2)                       # [..., n, 1, K]
     offset = Gs - ref                                                # in [-MAX_SPAN, MAX_SPAN]
     row = offset.exp()                                               # exp(G_r - ref)
-    # exp(ref - G_s); under autograd an exp, not 1 / row, whose gradient (1 / row^2) would overflow
-    inv = row.reciprocal() if inference else offset.neg_().exp_()
+    # K exp(ref - G_s): K / row, but under autograd an exp (the gradient of 1 / row, 1 / row^2, would overflow)
     ks, qs = k_NRCK.view(*lead, n, s, K), q_NRCK.view(*lead, n, s, K)
-    k_row, q_row, k_inv = ks * row, qs * row, ks * inv
-    diag_k, diag_q = k_row @ k_inv.mT, q_row @ k_inv.mT              # [..., n, s, s]
+    k_row, q_row = ks * row, qs * row
+    k_inv = ks / row if inference else ks * offset.neg_().exp_()
+    flat = (-1, s, K)   # 3-D bmm takes the transposed operand as is (a 5-D matmul would copy it)
+    col = k_inv.view(flat).mT
+    diag_k = torch.bmm(k_row.view(flat), col).view(*lead, n, s, s)
+    diag_q = torch.bmm(q_row.view(flat), col).view(*lead, n, s, s)
     if n == 1 and ref.min() >= -MAX_SPAN:   # exp(ref) a normal float: exp(G) a product without underflow
         exp_ref, exp_last = ref.exp(), (G_NRCK[..., -1:, :] - ref.squeeze(-2)).exp()
         return Decayed(diag_k.view(*lead, C, C).tril_(-1), diag_q.view(*lead, C, C).tril_(0),
@@ -162,7 +166,8 @@ def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state,
         x = x.to(dt)
         if pad:
             x = F.pad(x, (0, 0, 0, 0, 0, pad))
-        return x.view(B, N, C, H, -1).permute(1, 0, 3, 2, 4).reshape(N, R, C, x.shape[-1])
+        # contiguous even where reshape could return a view (B = 1): every later op follows this layout
+        return x.view(B, N, C, H, -1).permute(1, 0, 3, 2, 4).reshape(N, R, C, x.shape[-1]).contiguous()
 
     q, k, v, g = (chunk_major(x) for x in (q_BTHK, k_BTHK, v_BTHV, g_BTHK))
     beta = chunk_major(beta_BTH.unsqueeze(-1))                      # [N, R, C, 1]
@@ -177,35 +182,36 @@ def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state,
     decay_last = G[..., -1:, :].exp().mT                             # [N, R, K, 1]
     S0 = (torch.zeros(R, K, V, dtype=dt, device=q.device) if initial_state is None
           else initial_state.to(dt).reshape(R, K, V))
-    states, v_new = _state_loop(S0, U, W, decay_last, d.k_to_end, grad)
-    q_decayed, P_qk = d.q_decayed, d.P_qk
+    o, v_new, S = _state_loop(S0, U, W, decay_last, d.k_to_end, d.q_decayed, grad)
     # O = scale (Q exp(G) S + P V'), the scale folded into the matmul
-    o = (q_decayed @ states[:N]).view(N * R, C, V).baddbmm_(P_qk.view(N * R, C, C), v_new.view(N * R, C, V),
-                                                             beta=scale, alpha=scale)
+    o = o.view(N * R, C, V).baddbmm_(d.P_qk.view(N * R, C, C), v_new.view(N * R, C, V), beta=scale, alpha=scale)
     o_BTHV = o.view(N, B, H, C, V).permute(1, 0, 3, 2, 4)            # [B, N, C, H, V]
     if pad:
         out_BTHV.copy_(o_BTHV.reshape(B, N * C, H, V)[:, :T])
     else:
         out_BTHV.view(B, N, C, H, V).copy_(o_BTHV)
-    return states[N].view(B, H, K, V)
+    return S.view(B, H, K, V)
 
 
-def _state_loop(S0, U, W, decay_last, k_to_end, grad: bool):
-    """The sequential part: V'_n = U_n - W_n S_n, S_n+1 = exp(G_last) S_n + (exp(G_last - G) K)^T V'_n.
-    Returns (states [N + 1, R, K, V], states[n] the one before chunk n; V' [N, R, C, V]). Without
-    autograd the loop writes into two buffers; with it, each step is a new tensor (out= is not differentiable)."""
+def _state_loop(S0, U, W, decay_last, k_to_end, q_decayed, grad: bool):
+    """The sequential part, per chunk n: V' = U - W S, the read-out's Q exp(G) S while S is in cache, then
+    S = exp(G_last) S + (exp(G_last - G) K)^T V'. Returns (Q exp(G) S [N, R, C, V], V' [N, R, C, V], the
+    final S). Without autograd the loop works in place (V' overwrites U; two state buffers); with it every
+    step makes new tensors (out= and in-place updates of saved tensors are not differentiable)."""
     N = U.shape[0]
     if grad:
-        states, v_new = [S0], []
+        S, outs, v_new = S0, [], []
         for n in range(N):
-            v_new.append(torch.baddbmm(U[n], W[n], states[-1], alpha=-1))
-            states.append(torch.baddbmm(states[-1] * decay_last[n], k_to_end[n].mT, v_new[-1]))
-        return torch.stack(states), torch.stack(v_new)
-    states = S0.new_empty(N + 1, *S0.shape)
-    states[0] = S0
-    v_new = U.new_empty(U.shape)
+            v_new.append(torch.baddbmm(U[n], W[n], S, alpha=-1))
+            outs.append(q_decayed[n] @ S)
+            S = torch.baddbmm(S * decay_last[n], k_to_end[n].mT, v_new[-1])
+        return torch.stack(outs), torch.stack(v_new), S
+    o = torch.empty_like(U)
+    S, spare = S0.clone(), torch.empty_like(S0)
     for n in range(N):
-        torch.baddbmm(U[n], W[n], states[n], alpha=-1, out=v_new[n])
-        torch.mul(states[n], decay_last[n], out=states[n + 1])
-        states[n + 1].baddbmm_(k_to_end[n].mT, v_new[n])
-    return states, v_new
+        U[n].baddbmm_(W[n], S, alpha=-1)
+        torch.bmm(q_decayed[n], S, out=o[n])
+        torch.mul(S, decay_last[n], out=spare)
+        spare.baddbmm_(k_to_end[n].mT, U[n])
+        S, spare = spare, S
+    return o, U, S
