@@ -85,10 +85,10 @@ def _factored(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed | None:
     s = min(SUB, C)
     n = C // s
     Gs = G_NRCK.view(*lead, n, s, K)
-    first, last = Gs[..., 0, :], Gs[..., -1, :]
+    first, last = Gs[..., :1, :], Gs[..., -1:, :]                    # [..., n, 1, K]
     if (first - last).max() > 2 * MAX_SPAN:
         return None
-    ref = ((first + last) * 0.5).unsqueeze(-2)                       # [..., n, 1, K]
+    ref = (first + last) * 0.5
     offset = Gs - ref                                                # in [-MAX_SPAN, MAX_SPAN]
     row = offset.exp()                                               # exp(G_r - ref)
     # K exp(ref - G_s): K / row, but under autograd an exp (the gradient of 1 / row, 1 / row^2, would overflow)
@@ -111,7 +111,7 @@ def _factored(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed | None:
         out_q[..., block, block] = diag_q[..., i, :, :]
     for j in range(n - 1):   # every later row against block j, around G at block j's end: two factors <= 1
         block, later = slice(j * s, (j + 1) * s), slice((j + 1) * s, C)
-        end = last[..., j:j + 1, :]
+        end = last[..., j, :, :]
         col = (k_NRCK[..., block, :] * (end - G_NRCK[..., block, :]).exp()).mT
         rows = (G_NRCK[..., later, :] - end).exp()
         out_k[..., later, block] = (k_NRCK[..., later, :] * rows) @ col
@@ -208,10 +208,12 @@ def _state_loop(S0, U, W, decay_last, k_to_end, q_decayed, grad: bool):
         return torch.stack(outs), torch.stack(v_new), S
     o = torch.empty_like(U)
     S, spare = S0.clone(), torch.empty_like(S0)
-    for n in range(N):
-        U[n].baddbmm_(W[n], S, alpha=-1)
-        torch.bmm(q_decayed[n], S, out=o[n])
-        torch.mul(S, decay_last[n], out=spare)
-        spare.baddbmm_(k_to_end[n].mT, U[n])
+    # per-chunk views made once, in C++ (indexing inside the loop costs more than the smallest steps)
+    for u, w, q, o_n, d, k_t in zip(U.unbind(0), W.unbind(0), q_decayed.unbind(0), o.unbind(0),
+                                   decay_last.unbind(0), k_to_end.mT.unbind(0), strict=True):
+        u.baddbmm_(w, S, alpha=-1)
+        torch.bmm(q, S, out=o_n)
+        torch.mul(S, d, out=spare)
+        spare.baddbmm_(k_t, u)
         S, spare = spare, S
     return o, U, S
