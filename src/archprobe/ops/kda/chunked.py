@@ -121,7 +121,7 @@ def _factored(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed | None:
                    k_NRCK * (G_last - G_NRCK).exp())
 
 
-SEGMENT_BYTES = 6 << 20   # a segment's q, k, v in float32: small enough to stay in a core's cache
+SEGMENT_BYTES = 4 << 20   # a segment's q, k, v in float32: small enough to stay in a core's cache
 
 
 def segment_tokens(B: int, H: int, K: int, V: int, chunk: int) -> int:
