@@ -105,3 +105,28 @@ def test_bad_chunk_size():
     q, k, v, g, beta = make(1, 4, 1, 4, 4, strong=False)
     with pytest.raises(ValueError):
         kda_chunked(q, k, v, g, beta, chunk_size=24)
+
+
+@pytest.mark.parametrize("strong", [False, True])
+def test_long_sequences_run_as_segments_exactly(monkeypatch, strong):
+    """A sequence longer than one segment runs as a chain (the state carried across); the last segment
+    ends in a partial chunk. Output, final state and gradients equal the single-pass recurrence."""
+    import archprobe.ops.kda.chunked as chunked
+
+    monkeypatch.setattr(chunked, "SEGMENT_BYTES", 1)      # the floor: 256-token segments
+    q, k, v, g, beta = make(1, 700, 2, 16, 8, strong=strong, seed=7)
+    assert chunked.segment_tokens(1, 2, 16, 8, 32) == 256
+    s0 = torch.randn(1, 2, 16, 8)
+    ref, s_ref = kda_recurrent(q.double(), k.double(), v.double(), g.double(), beta.double(),
+                               initial_state=s0.double(), output_final_state=True)
+    out, s = kda_chunked(q, k, v, g, beta, initial_state=s0, output_final_state=True, chunk_size=32)
+    assert_close("recurrent_vs_chunked", ref, out, name="segmented output")
+    assert_close("recurrent_vs_chunked", s_ref, s, name="segmented final state")
+
+    weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    xs = [t.clone().requires_grad_(True) for t in (q, k, v, g, beta)]
+    (kda_chunked(*xs, chunk_size=32)[0] * weight).sum().backward()
+    xr = [t.double().requires_grad_(True) for t in (q, k, v, g, beta)]
+    (kda_recurrent(*xr)[0] * weight.double()).sum().backward()
+    for name, a, b in zip("q k v g beta".split(), xr, xs, strict=True):
+        assert compare(a.grad, b.grad)["rel_rms"] <= 1e-4, name
