@@ -2,6 +2,8 @@
 
 Rows: B=1, (H=4, K=V=64) and (H=8, K=V=128), T in {512, 2048, 8192}, fp32, forward only; ours at
 chunk 32 (the modules' default, the fastest here) and at the op's default chunk 64.
+Each figure is a median after a warm-up run (anchors over 3 runs, ours over 7): this machine's speed
+drifts by 20-30% from minute to minute, so compare rows of one run, not runs.
 The roofline is the yardstick of ../shared/README.md ("anchor figures"): the chunked algorithm's FLOPs per
 token and head at C = 64,
   2CK (K decayed products) + 2CK (Q decayed products) + C(K+V) (triangular solve) + 6KV (state reads and
@@ -66,9 +68,8 @@ def main():
             args = inputs(T, H, K)
             best, o = 0.0, None
             for name, fn in peer.items():
-                reps = 1 if T >= 2048 else 2
                 t_a, (o_a, _) = timed(lambda fn=fn, args=args: fn(*args, initial_state=None,
-                                                                  output_final_state=False), repeat=reps)
+                                                                  output_final_state=False), repeat=3)
                 o = o_a if o is None else o
                 rows.append([f"H={H} K=V={K}", T, name, f"{T / t_a:,.0f}", "", "-"])
                 best = max(best, T / t_a)
