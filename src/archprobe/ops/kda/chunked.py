@@ -67,11 +67,16 @@ class Decayed:
     k_to_end: torch.Tensor     # [..., C, K] exp(G_last - G) K
 
 
+def _with_direct_exps(A_kk, P_qk, q_NRCK, k_NRCK, G_NRCK) -> Decayed:
+    """The products given; exp(G) and exp(G_last - G) each an exp of its own (both <= 1, any decay)."""
+    exp_G, G_last = G_NRCK.exp(), G_NRCK[..., -1:, :]
+    return Decayed(A_kk, P_qk, q_NRCK * exp_G, k_NRCK * exp_G, k_NRCK * (G_last - G_NRCK).exp())
+
+
 def _explicit(q_NRCK, k_NRCK, G_NRCK) -> Decayed:
     """Any decay: the products from decay differences, every factor an exp of its own."""
-    exp_G, G_last = G_NRCK.exp(), G_NRCK[..., -1:, :]
-    return Decayed(_explicit_products(k_NRCK, k_NRCK, G_NRCK, False), _explicit_products(q_NRCK, k_NRCK, G_NRCK, True),
-                   q_NRCK * exp_G, k_NRCK * exp_G, k_NRCK * (G_last - G_NRCK).exp())
+    return _with_direct_exps(_explicit_products(k_NRCK, k_NRCK, G_NRCK, False),
+                             _explicit_products(q_NRCK, k_NRCK, G_NRCK, True), q_NRCK, k_NRCK, G_NRCK)
 
 
 def _factored(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed | None:
@@ -80,7 +85,7 @@ def _factored(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed | None:
     With ref the per-channel middle of a sub-block's G: exp(G_r - G_s) = exp(G_r - ref) exp(ref - G_s), two
     factors within exp(+-MAX_SPAN). When the chunk is one sub-block, exp(G) = exp(G - ref) exp(ref) and
     exp(G_last - G) = exp(ref - G) exp(G_last - ref) reuse the same factors: two exps in all (one exp
-    and a reciprocal without autograd)."""
+    and a division without autograd)."""
     *lead, C, K = k_NRCK.shape
     s = min(SUB, C)
     n = C // s
@@ -116,9 +121,7 @@ def _factored(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed | None:
         rows = (G_NRCK[..., later, :] - end).exp()
         out_k[..., later, block] = (k_NRCK[..., later, :] * rows) @ col
         out_q[..., later, block] = (q_NRCK[..., later, :] * rows) @ col
-    exp_G, G_last = G_NRCK.exp(), G_NRCK[..., -1:, :]
-    return Decayed(out_k.tril_(-1), out_q.tril_(0), q_NRCK * exp_G, k_NRCK * exp_G,
-                   k_NRCK * (G_last - G_NRCK).exp())
+    return _with_direct_exps(out_k.tril_(-1), out_q.tril_(0), q_NRCK, k_NRCK, G_NRCK)
 
 
 SEGMENT_BYTES = 4 << 20   # a segment's q, k, v in float32: small enough to stay in a core's cache
@@ -148,7 +151,7 @@ def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial
         seg = slice(s, s + L)
         state = _kda_segment(q_BTHK[:, seg], k_BTHK[:, seg], v_BTHV[:, seg], g_BTHK[:, seg], beta_BTH[:, seg],
                              scale, state, out[:, seg], chunk_size)
-    final = state.to(torch.float64 if state.dtype == torch.float64 else torch.float32, copy=True)
+    final = state.clone()   # already in the compute dtype (float32, or float64 for float64 inputs)
     return out, (final if output_final_state else None)
 
 
