@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from archprobe.nn.conv import DepthwiseConv, causal_conv
+from archprobe.nn.norm import rms_normalise
 
 
 @dataclass
@@ -38,8 +39,7 @@ class GroupGatedRMSNorm(nn.Module):
     def forward(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         h = y.float() * F.silu(z.float())
         g = h.unflatten(-1, (self.groups, -1))
-        g = g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * g.flatten(-2).to(y.dtype)
+        return self.weight * rms_normalise(g, self.eps).flatten(-2).to(y.dtype)
 
 
 class Mamba2Mixer(nn.Module):

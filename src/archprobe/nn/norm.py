@@ -7,6 +7,12 @@ import torch
 from torch import nn
 
 
+def rms_normalise(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / rms(x) over the last dim, in float32 (eps inside the root); the gain is the caller's."""
+    h = x.float()
+    return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-6):
         super().__init__()
@@ -14,8 +20,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        h = rms_normalise(x, self.eps)
         return self.weight * h.to(x.dtype)
 
 
@@ -28,8 +33,7 @@ class ZeroCenteredRMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        h = rms_normalise(x, self.eps)
         return (h * (1.0 + self.weight.float())).to(x.dtype)
 
 
@@ -46,8 +50,7 @@ class GatedRMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()
+        h = rms_normalise(x, self.eps) * self.weight.float()
         return (h * torch.sigmoid(gate.float())).to(x.dtype)
 
 
@@ -60,8 +63,7 @@ class SiluGatedRMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        h = rms_normalise(x, self.eps)
         h = self.weight * h.to(x.dtype)
         return (h * torch.nn.functional.silu(z.float())).to(x.dtype)
 
