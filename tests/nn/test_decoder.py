@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from archprobe.nn.decoder import HybridConfig, HybridDecoder, tiny_k3, tiny_kimi_linear, tiny_nemotron_latent, variant
+from archprobe.nn.decoder import (
+    MIXERS,
+    HybridConfig,
+    HybridDecoder,
+    tiny_k3,
+    tiny_kimi_linear,
+    tiny_nemotron_latent,
+    variant,
+)
 from archprobe.testing import assert_close
 
 CONFIGS = {
@@ -19,6 +27,8 @@ CONFIGS = {
                                           ffn_types=("none", "latent_moe", "none", "dense"), mamba_n_groups=2,
                                           routed_expert_hidden_size=32, gated_ffn=False, hidden_act="relu2",
                                           rope_theta=None),
+    "gated_deltanet_hybrid": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("gated_deltanet", "gqa"),
+                                                  linear_num_key_heads=2, linear_num_value_heads=4),
     "mla_rope_absorbed": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("mla", "mla"), mla_use_nope=False,
                                               q_lora_rank=24, mla_form="absorbed"),
 }
@@ -38,6 +48,11 @@ def test_token_by_token_equals_full_forward(name):
             step, caches = model(ids[:, t:t + 1], caches=caches)
             steps.append(step)
     assert_close("same_algorithm", full, torch.cat(steps, 1), name=name)
+
+
+def test_every_mixer_is_decoded_above():
+    covered = {mixer for make in CONFIGS.values() for mixer in make().mixer_types}
+    assert set(MIXERS) - {"none"} <= covered, f"no decode test for {set(MIXERS) - {'none'} - covered}"
 
 
 def test_k3_caches_have_the_expected_sizes():

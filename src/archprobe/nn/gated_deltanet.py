@@ -5,7 +5,8 @@ z-group), `in_proj_ba` [2*nv, H] (per key head: b-group, a-group), `conv1d.weigh
 over the concatenated (q, k, v), `A_log` [nv], `dt_bias` [nv], `norm.weight` [dv] (RMSNorm, then
 times silu(z)), `out_proj`. Value heads outnumber key heads (nv = r * nk); each key head serves r
 consecutive value heads. The recurrence is KDA's with the head's decay repeated over the key
-channels, so it runs on archprobe.ops.kda (chunked for prefill).
+channels, so it runs on archprobe.ops.kda (chunked for prefill, the recurrence for one decoded token).
+Its decode cache is KDA's: the last (kernel - 1) pre-conv q|k|v projections and the float32 state.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from archprobe.nn.conv import DepthwiseConv, causal_conv
+from archprobe.nn.kda import KDACache
 from archprobe.nn.norm import SiluGatedRMSNorm, l2norm
-from archprobe.ops.kda.chunked import kda_chunked
+from archprobe.ops.kda import kda_chunked, kda_recurrent
 
 
 class GatedDeltaNet(nn.Module):
@@ -45,13 +47,12 @@ class GatedDeltaNet(nn.Module):
         return (q.reshape(B, T, -1), k.reshape(B, T, -1), v.reshape(B, T, -1), z.reshape(B, T, self.nv, self.dv),
                 b.reshape(B, T, self.nv), a.reshape(B, T, self.nv))
 
-    def forward(self, x: torch.Tensor, cache=None, use_cache: bool = False):
-        if cache is not None or use_cache:
-            raise NotImplementedError("GatedDeltaNet runs full-sequence forwards (validate); no decode cache yet")
+    def forward(self, x: torch.Tensor, cache: KDACache | None = None, use_cache: bool = False):
         B, T, _ = x.shape
         q, k, v, z, b, a = self._split(x)
         mixed = torch.cat([q, k, v], dim=-1).transpose(1, 2)
-        mixed, _ = causal_conv(mixed, self.conv1d.weight, self.conv1d.bias, None)
+        mixed, conv_cache = causal_conv(mixed, self.conv1d.weight, self.conv1d.bias,
+                                        cache.conv if cache is not None else None)
         mixed = F.silu(mixed).transpose(1, 2)
         q, k, v = torch.split(mixed, [self.nk * self.dk, self.nk * self.dk, self.nv * self.dv], dim=-1)
         r = self.nv // self.nk
@@ -60,7 +61,14 @@ class GatedDeltaNet(nn.Module):
         v = v.reshape(B, T, self.nv, self.dv).float()
         beta = torch.sigmoid(b.float())
         g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())   # [B, T, nv]
-        o, _ = kda_chunked(q, k, v, g.unsqueeze(-1).expand(B, T, self.nv, self.dk), beta,
-                           scale=self.dk ** -0.5, chunk_size=self.chunk_size)
+        g = g.unsqueeze(-1).expand(B, T, self.nv, self.dk)
+        state = cache.state if cache is not None else None
+        if T == 1 and state is not None:
+            o, new_state = kda_recurrent(q, k, v, g, beta, scale=self.dk ** -0.5, initial_state=state,
+                                         output_final_state=True)
+        else:
+            o, new_state = kda_chunked(q, k, v, g, beta, scale=self.dk ** -0.5, initial_state=state,
+                                       output_final_state=True, chunk_size=self.chunk_size)
         o = self.norm(o.to(x.dtype), z)
-        return self.out_proj(o.reshape(B, T, -1)), None
+        new_cache = KDACache(conv_cache, new_state) if (use_cache or cache is not None) else None
+        return self.out_proj(o.reshape(B, T, -1)), new_cache

@@ -26,7 +26,7 @@ from archprobe.ops.kda import kda_chunked, kda_recurrent
 
 @dataclass
 class KDACache:
-    conv: torch.Tensor        # [B, 3 * D, kernel - 1] pre-conv q|k|v projections
+    conv: torch.Tensor        # [B, q|k|v channels, kernel - 1] pre-conv projections
     state: torch.Tensor       # [B, H, K, V] float32
 
     def nbytes(self) -> int:
