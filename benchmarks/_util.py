@@ -23,6 +23,20 @@ def timed(fn, repeat: int = 5) -> tuple[float, object]:
     return statistics.median(times), result
 
 
+def round_robin(forms: dict, rounds: int) -> dict[str, tuple[float, list[float]]]:
+    """Each form once for warm-up, then every form once per round, in turn: a slow minute on a noisy
+    machine then slows every form alike. Returns {name: (median seconds, the per-round seconds)}."""
+    for fn in forms.values():
+        fn()
+    times = {name: [] for name in forms}
+    for _ in range(rounds):
+        for name, fn in forms.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {name: (statistics.median(ts), ts) for name, ts in times.items()}
+
+
 def table(rows: list[list], header: list[str]) -> str:
     cols = [header] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cols) for i in range(len(header))]

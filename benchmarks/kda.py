@@ -2,8 +2,10 @@
 
 Rows: B=1, (H=4, K=V=64) and (H=8, K=V=128), T in {512, 2048, 8192}, fp32, forward only; ours at
 chunk 32 (the modules' default, the fastest here) and at the op's default chunk 64.
-Each figure is a median after a warm-up run (anchors over 3 runs, ours over 7): this machine's speed
-drifts by 20-30% from minute to minute, so compare rows of one run, not runs.
+This machine's speed drifts by 20-30% from minute to minute, so the forms are timed round-robin after a
+warm-up: each anchor is timed once to find the faster one, then the faster anchor and our two chunk sizes
+take turns for ROUNDS rounds. A row's tokens/s is its median round; a ratio is the median of the
+per-round ratios (both sides of each one measured within seconds of each other).
 The roofline is the yardstick of ../shared/README.md ("anchor figures"): the chunked algorithm's FLOPs per
 token and head at C = 64,
   2CK (K decayed products) + 2CK (Q decayed products) + C(K+V) (triangular solve) + 6KV (state reads and
@@ -17,11 +19,12 @@ Targets: >= 10x the best anchor at T=8192 and >= 10% of the fp32 roofline.
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
-from _util import measured_fp32_peak, table, timed
+from _util import measured_fp32_peak, round_robin, table
 
 from archprobe.ops.kda import kda_chunked
 
@@ -30,6 +33,7 @@ PEAK_FLOPS = float(os.environ.get("FP32_PEAK_FLOPS", 300e9))
 
 CHUNKS = (32, 64)
 ROOFLINE_CHUNK = 64
+ROUNDS = int(os.environ.get("KDA_ROUNDS", 7))
 
 
 def flops_per_token(H, K, V, C):
@@ -64,26 +68,34 @@ def main():
     rows, verdicts = [], []
     peer = anchors()
     for H, K in ((4, 64), (8, 128)):
+        roof = PEAK_FLOPS / flops_per_token(H, K, K, ROOFLINE_CHUNK)
         for T in lengths:
             args = inputs(T, H, K)
-            best, o = 0.0, None
-            for name, fn in peer.items():
-                t_a, (o_a, _) = timed(lambda fn=fn, args=args: fn(*args, initial_state=None,
-                                                                  output_final_state=False), repeat=3)
-                o = o_a if o is None else o
-                rows.append([f"H={H} K=V={K}", T, name, f"{T / t_a:,.0f}", "", "-"])
-                best = max(best, T / t_a)
+            forms = {name: (lambda fn=fn, args=args: fn(*args, initial_state=None, output_final_state=False))
+                     for name, fn in peer.items()}
+            screen = round_robin(forms, rounds=1) if len(forms) > 1 else {}
+            best = min(screen, key=lambda n: screen[n][0]) if screen else next(iter(forms), None)
+            ours = {f"archprobe kda_chunked C={C}": (lambda C=C, args=args: kda_chunked(*args, chunk_size=C))
+                    for C in CHUNKS}
+            timed = round_robin(({best: forms[best]} if best else {}) | ours, rounds=ROUNDS)
+            times = {name: t[0] for name, t in screen.items()} | {name: t[0] for name, t in timed.items()}
+            o = forms[best]()[0] if best else None
+            for name in forms:
+                note = "faster anchor" if name == best else "slower anchor (timed once)"
+                rows.append([f"H={H} K=V={K}", T, name, f"{T / times[name]:,.0f}", note, "-"])
             for C in CHUNKS:
-                t_ours, (o_ours, _) = timed(lambda args=args, C=C: kda_chunked(*args, chunk_size=C), repeat=7)
-                ours = T / t_ours
-                roof = PEAK_FLOPS / flops_per_token(H, K, K, ROOFLINE_CHUNK)
-                ratio = f"{ours / best:.1f}x best anchor" if best else "no anchor"
-                err = f"{((o - o_ours).norm() / o.norm()).item():.1e}" if o is not None else "-"
-                rows.append([f"H={H} K=V={K}", T, f"archprobe kda_chunked C={C}", f"{ours:,.0f}",
-                             f"{ours / roof:.1%} of roofline, {ratio}", err])
-                if T == 8192 and best:
-                    verdicts.append((H, K, C, ours / best, ours / roof))
-    print(table(rows, ["shape", "T", "implementation", "tokens/s", "ratios", "rel err vs anchor"]))
+                name = f"archprobe kda_chunked C={C}"
+                ratio = (statistics.median(a / b for a, b in zip(timed[best][1], timed[name][1], strict=True))
+                         if best else None)
+                share = T / times[name] / roof
+                vs = f"{ratio:.1f}x the faster anchor" if ratio else "no anchor"
+                err = f"{((o - ours[name]()[0]).norm() / o.norm()).item():.1e}" if o is not None else "-"
+                rows.append([f"H={H} K=V={K}", T, name, f"{T / times[name]:,.0f}",
+                             f"{share:.1%} of roofline, {vs}", err])
+                if T == 8192 and ratio:
+                    verdicts.append((H, K, C, ratio, share))
+    print(table(rows, ["shape", "T", "implementation", "tokens/s (median)", "ratios (median of paired rounds)",
+                       "rel err vs anchor"]))
     here = measured_fp32_peak()
     for H, K, C, r_anchor, r_roof in verdicts:
         print(f"T=8192 H={H} K=V={K} C={C}: {r_anchor:.1f}x the best anchor (target >= 10), "
