@@ -30,6 +30,14 @@ import torch.nn.functional as F
 SUB = 32            # rows per sub-block of the decayed products
 MAX_SPAN = 80.0     # the largest exponent one factor may carry: exp(80) ~ 5.5e34, far from float32's 3.4e38
 EXPLICIT_SUB = 16   # sub-blocks of the explicit form, whose [S, S, K] decay tensor grows with S^2
+EXP_FLOOR = -87.0   # below this float32's exp is subnormal or zero, and CPU exp kernels run ~10x slower there
+
+
+def _decay_exp(x):
+    """exp of a log-decay difference (<= 0), arguments below EXP_FLOOR raised to it: the result moves by
+    less than exp(-87) ~ 1.6e-38, and the exp stays on the CPU kernels' fast path (measured: ~7x faster
+    over a chunk-64 decay range under K3's -5 bound)."""
+    return x.clamp(min=EXP_FLOOR).exp()
 
 
 def _explicit_products(x_NRCK, y_NRCK, G_NRCK, include_diagonal: bool):
@@ -44,15 +52,15 @@ def _explicit_products(x_NRCK, y_NRCK, G_NRCK, include_diagonal: bool):
     Gs = G_NRCK.view(*lead, n_sub, s, K)
     diff = Gs.unsqueeze(-2) - Gs.unsqueeze(-3)                      # [.., s(r), s(s), K]
     keep = torch.ones(s, s, dtype=torch.bool, device=x_NRCK.device).tril(0 if include_diagonal else -1)
-    decay = torch.where(keep[..., None], diff, torch.full_like(diff, -float("inf"))).exp()
+    decay = torch.where(keep[..., None], _decay_exp(diff.clamp(max=0.0)), 0.0)   # above the diagonal diff > 0
     diag = torch.einsum("...irc,...isc,...irsc->...irs", xs, ys, decay)
     for i in range(n_sub):
         out[..., i * s:(i + 1) * s, i * s:(i + 1) * s] = diag[..., i, :, :]
         if i == 0:
             continue
         ref = G_NRCK[..., i * s - 1, :].unsqueeze(-2)                  # G at the end of the previous block
-        xf = xs[..., i, :, :] * (Gs[..., i, :, :] - ref).exp()         # <= 1
-        yf = y_NRCK[..., :i * s, :] * (ref - G_NRCK[..., :i * s, :]).exp()   # <= 1
+        xf = xs[..., i, :, :] * _decay_exp(Gs[..., i, :, :] - ref)         # <= 1
+        yf = y_NRCK[..., :i * s, :] * _decay_exp(ref - G_NRCK[..., :i * s, :])   # <= 1
         out[..., i * s:(i + 1) * s, :i * s] = xf @ yf.mT
     return out
 
@@ -69,8 +77,8 @@ class Decayed:
 
 def _with_direct_exps(A_kk, P_qk, q_NRCK, k_NRCK, G_NRCK) -> Decayed:
     """The products given; exp(G) and exp(G_last - G) each an exp of its own (both <= 1, any decay)."""
-    exp_G, G_last = G_NRCK.exp(), G_NRCK[..., -1:, :]
-    return Decayed(A_kk, P_qk, q_NRCK * exp_G, k_NRCK * exp_G, k_NRCK * (G_last - G_NRCK).exp())
+    exp_G, G_last = _decay_exp(G_NRCK), G_NRCK[..., -1:, :]
+    return Decayed(A_kk, P_qk, q_NRCK * exp_G, k_NRCK * exp_G, k_NRCK * _decay_exp(G_last - G_NRCK))
 
 
 def _explicit(q_NRCK, k_NRCK, G_NRCK) -> Decayed:
@@ -117,8 +125,8 @@ def _factored(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed | None:
     for j in range(n - 1):   # every later row against block j, around G at block j's end: two factors <= 1
         block, later = slice(j * s, (j + 1) * s), slice((j + 1) * s, C)
         end = last[..., j, :, :]
-        col = (k_NRCK[..., block, :] * (end - G_NRCK[..., block, :]).exp()).mT
-        rows = (G_NRCK[..., later, :] - end).exp()
+        col = (k_NRCK[..., block, :] * _decay_exp(end - G_NRCK[..., block, :])).mT
+        rows = _decay_exp(G_NRCK[..., later, :] - end)
         out_k[..., later, block] = (k_NRCK[..., later, :] * rows) @ col
         out_q[..., later, block] = (q_NRCK[..., later, :] * rows) @ col
     return _with_direct_exps(out_k.tril_(-1), out_q.tril_(0), q_NRCK, k_NRCK, G_NRCK)
@@ -182,7 +190,7 @@ def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state,
     inverse = torch.linalg.solve_triangular(d.A_kk * beta, eye.expand_as(d.A_kk), upper=False, unitriangular=True)
     inverse = inverse * beta.mT
     W, U = inverse @ d.k_decayed, inverse @ v
-    decay_last = G[..., -1:, :].exp().mT                             # [N, R, K, 1]
+    decay_last = _decay_exp(G[..., -1:, :]).mT                            # [N, R, K, 1]
     S0 = (torch.zeros(R, K, V, dtype=dt, device=q.device) if initial_state is None
           else initial_state.to(dt).reshape(R, K, V))
     o, v_new, S = _state_loop(S0, U, W, decay_last, d.k_to_end, d.q_decayed, grad)
