@@ -16,9 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from archprobe.nn.conv import DepthwiseConv, causal_conv
-from archprobe.nn.kda import KDACache
+from archprobe.nn.kda import KDACache, run_delta_rule
 from archprobe.nn.norm import SiluGatedRMSNorm, l2norm
-from archprobe.ops.kda import kda_chunked, kda_recurrent
 
 
 class GatedDeltaNet(nn.Module):
@@ -62,13 +61,8 @@ class GatedDeltaNet(nn.Module):
         beta = torch.sigmoid(b.float())
         g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())   # [B, T, nv]
         g = g.unsqueeze(-1).expand(B, T, self.nv, self.dk)
-        state = cache.state if cache is not None else None
-        if T == 1 and state is not None:
-            o, new_state = kda_recurrent(q, k, v, g, beta, scale=self.dk ** -0.5, initial_state=state,
-                                         output_final_state=True)
-        else:
-            o, new_state = kda_chunked(q, k, v, g, beta, scale=self.dk ** -0.5, initial_state=state,
-                                       output_final_state=True, chunk_size=self.chunk_size)
+        o, new_state = run_delta_rule(q, k, v, g, beta, cache.state if cache is not None else None,
+                                      self.chunk_size, scale=self.dk ** -0.5)
         o = self.norm(o.to(x.dtype), z)
         new_cache = KDACache(conv_cache, new_state) if (use_cache or cache is not None) else None
         return self.out_proj(o.reshape(B, T, -1)), new_cache

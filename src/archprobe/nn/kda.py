@@ -24,6 +24,15 @@ from archprobe.nn.norm import GatedRMSNorm, l2norm
 from archprobe.ops.kda import kda_chunked, kda_recurrent
 
 
+def run_delta_rule(q, k, v, g, beta, state, chunk_size: int, scale=None):
+    """(o, final state): the recurrence for one decoded token after a prefill (no chunk to fill), the
+    chunked form otherwise. Shared by KDA and Gated DeltaNet."""
+    if q.shape[1] == 1 and state is not None:
+        return kda_recurrent(q, k, v, g, beta, scale=scale, initial_state=state, output_final_state=True)
+    return kda_chunked(q, k, v, g, beta, scale=scale, initial_state=state, output_final_state=True,
+                       chunk_size=chunk_size)
+
+
 @dataclass
 class KDACache:
     conv: torch.Tensor        # [B, q|k|v channels, kernel - 1] pre-conv projections
@@ -90,12 +99,8 @@ class KimiDeltaAttention(nn.Module):
         v = v.unflatten(-1, (H, K))
         g = self.decay(x)
         beta = torch.sigmoid(self.b_proj(x).float())
-        state = cache.state if cache is not None else None
-        if T == 1 and state is not None:
-            o, new_state = kda_recurrent(q, k, v.float(), g, beta, initial_state=state, output_final_state=True)
-        else:
-            o, new_state = kda_chunked(q, k, v.float(), g, beta, initial_state=state, output_final_state=True,
-                                       chunk_size=self.chunk_size)
+        o, new_state = run_delta_rule(q, k, v.float(), g, beta, cache.state if cache is not None else None,
+                                      self.chunk_size)
         gate = self.g_proj(x) if self.output_gate == "full_rank" else self.g_b_proj(self.g_a_proj(x))
         o = self.o_norm(o, gate.unflatten(-1, (H, K))).to(x.dtype).flatten(-2)
         new_cache = KDACache(conv_cache, new_state) if (use_cache or cache is not None) else None
