@@ -9,7 +9,8 @@ import typer
 from archprobe.cli._common import JsonOpt, NoProgressOpt, guarded, print_json, shard_progress
 
 SourceArg = Annotated[str | None, typer.Argument(
-    help="Local folder, .safetensors/.gguf file, or hub repo id org/name[@revision]. "
+    help="Local folder, .safetensors/.gguf file, or hub repo id org/name[@revision][:GGUF_TAG] "
+         "(the tag picks one GGUF model of a repo that holds several, e.g. :Q4_K_M). "
          "Omitted: the embedded demo checkpoint.", show_default=False)]
 
 

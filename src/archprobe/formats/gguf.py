@@ -1,15 +1,33 @@
-"""GGUF headers through the `gguf` package: metadata key/values and tensor infos, never tensor data.
+"""GGUF headers: metadata key/values and tensor infos, never tensor data, from a local file or from HTTP
+Range reads of a hub file.
 
-`GGUFReader` memory-maps the file and reads only the header pages; tensor data pages are never
-touched. Shapes are converted from GGML order (innermost first) to PyTorch order (outermost first).
+The layout (GGUF v2 and v3, little-endian): "GGUF", u32 version, u64 tensor count, u64 metadata count;
+each metadata entry a key string, a u32 value type and the value; each tensor a name, u32 n_dims, that
+many u64 dims (innermost first), a u32 ggml type and a u64 offset into the data, which starts at the
+next multiple of `general.alignment` (32 unless set). Strings are a u64 length and UTF-8 bytes.
+The header is read front to back in doubling blocks (1 MB, 2 MB, ...), so a remote header costs a few
+requests however large its tokenizer arrays are. Every count, length and offset is checked before use
+(the file is hostile input). The gguf package supplies the ggml type tables; tests cross-check this
+parser against its reader. Shapes are converted from GGML order to PyTorch order (outermost first).
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
+import struct
+from collections.abc import Callable
 
-from archprobe.errors import CheckpointError
+from archprobe.errors import CheckpointError, SourceError
 from archprobe.formats.safetensors import Header, TensorInfo
+
+FIRST_READ = 1 << 20
+MAX_HEADER_BYTES = 1 << 30
+MAX_COUNT = 1 << 24          # tensors, metadata entries
+MAX_ARRAY = 1 << 28          # items in one metadata array
+MAX_DIMS = 8
+SPLIT_NAME = re.compile(r"^(?P<base>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 # GGUF metadata -> the config.json keys that structure/config.py understands
 _ARCH_KEYS = {
@@ -23,53 +41,203 @@ _ARCH_KEYS = {
     "vocab_size": "vocab_size", "leading_dense_block_count": "first_k_dense_replace",
     "rope.dimension_count": "qk_rope_head_dim", "ssm.state_size": "ssm_state_size",
 }
+_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_STRING, _ARRAY = 8, 9
+
+Fetch = Callable[[int, int], bytes]   # (offset, length) -> the bytes there (fewer only at the end of the file)
 
 
-def _value(field):
-    """A metadata field's Python value (str, number, or list of them)."""
-    import gguf
+class _Cursor:
+    """A header read front to back; runs out, fetches the next block (each twice the last)."""
 
-    types = field.types
-    if not types:
-        return None
-    if types[0] == gguf.GGUFValueType.ARRAY:
-        if len(types) > 1 and types[1] == gguf.GGUFValueType.STRING:
-            return [bytes(field.parts[i]).decode("utf-8", "replace") for i in field.data]
-        return [field.parts[i].tolist()[0] for i in field.data]
-    if types[0] == gguf.GGUFValueType.STRING:
-        return bytes(field.parts[field.data[0]]).decode("utf-8", "replace")
-    return field.parts[field.data[0]].tolist()[0]
+    def __init__(self, fetch: Fetch, size: int | None, where: str):
+        self.fetch, self.size, self.where = fetch, size, where
+        self.buf = bytearray()
+        self.pos = 0
+        self.block = FIRST_READ
+
+    def need(self, n: int) -> None:
+        end = self.pos + n
+        if end > MAX_HEADER_BYTES:
+            raise CheckpointError(self.where, f"GGUF header runs past {MAX_HEADER_BYTES:,} bytes; refusing to read on")
+        while end > len(self.buf):
+            want = max(self.block, end - len(self.buf))
+            if self.size is not None:
+                want = min(want, self.size - len(self.buf))
+            chunk = self.fetch(len(self.buf), want) if want > 0 else b""
+            if not chunk:
+                raise CheckpointError(self.where, f"truncated GGUF header: the file ends at {len(self.buf):,} bytes")
+            self.buf += chunk
+            self.block *= 2
+
+    def skip(self, n: int) -> None:
+        self.need(n)
+        self.pos += n
+
+    def unpack(self, fmt: str) -> tuple:
+        n = struct.calcsize(fmt)
+        self.need(n)
+        values = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += n
+        return values
+
+    def count(self, what: str, cap: int) -> int:
+        n = self.unpack("<Q")[0]
+        if n > cap:
+            raise CheckpointError(self.where, f"GGUF {what} is {n:,}, over the {cap:,} cap")
+        return n
+
+    def string(self) -> str:
+        n = self.count("string length", MAX_HEADER_BYTES)
+        self.need(n)
+        text = bytes(self.buf[self.pos:self.pos + n]).decode("utf-8", "replace")
+        self.pos += n
+        return text
+
+
+def _value(c: _Cursor, vtype: int, keep: bool, key: str):
+    """One metadata value (arrays as lists); skipped, not decoded, when not kept."""
+    if vtype in _SCALARS:
+        return c.unpack("<" + _SCALARS[vtype])[0]
+    if vtype == _STRING:
+        return c.string()
+    if vtype != _ARRAY:
+        raise CheckpointError(c.where, f"GGUF metadata {key!r} has unknown value type {vtype}")
+    item = c.unpack("<I")[0]
+    n = c.count(f"array {key!r} length", MAX_ARRAY)
+    if item in _SCALARS:
+        width = struct.calcsize(_SCALARS[item])
+        if not keep:
+            c.skip(n * width)
+            return n
+        return list(c.unpack(f"<{n}{_SCALARS[item]}"))
+    values = [_value(c, item, keep, key) for _ in range(n)]
+    return values if keep else n
+
+
+def parse_gguf(fetch: Fetch, size: int | None, name: str, where: str) -> tuple[Header, dict]:
+    """(header with tensors, metadata) of the GGUF file behind `fetch`. Tokenizer arrays are walked
+    over, not kept: only `tokenizer.ggml.model` and the token count are."""
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    c = _Cursor(fetch, size, where)
+    magic = bytes(c.unpack("<4s")[0])
+    if magic != b"GGUF":
+        raise CheckpointError(where, f"not a GGUF file (starts with {magic!r}, not b'GGUF')")
+    version = c.unpack("<I")[0]
+    if version not in (2, 3):
+        hint = " (a big-endian file?)" if version >= 1 << 16 else ""
+        raise CheckpointError(where, f"GGUF version {version} is not supported (2 and 3 are){hint}")
+    n_tensors, n_meta = c.count("tensor count", MAX_COUNT), c.count("metadata count", MAX_COUNT)
+    meta: dict = {}
+    for _ in range(n_meta):
+        key = c.string()
+        vtype = c.unpack("<I")[0]
+        keep = not key.startswith("tokenizer.ggml.") or key == "tokenizer.ggml.model"
+        value = _value(c, vtype, keep, key)
+        if keep:
+            meta[key] = value
+        elif key == "tokenizer.ggml.tokens":
+            meta["tokenizer.ggml.tokens.count"] = value
+    tensors, ends, seen = [], [], set()
+    for _ in range(n_tensors):
+        tname = c.string()
+        if tname in seen:
+            raise CheckpointError(where, f"GGUF tensor {tname!r} is listed twice")
+        seen.add(tname)
+        n_dims = c.unpack("<I")[0]
+        if n_dims > MAX_DIMS:
+            raise CheckpointError(where, f"GGUF tensor {tname!r} claims {n_dims} dimensions")
+        dims = c.unpack(f"<{n_dims}Q")
+        ttype, offset = c.unpack("<IQ")
+        try:
+            qtype = GGMLQuantizationType(ttype)
+            block, type_size = GGML_QUANT_SIZES[qtype]
+        except (ValueError, KeyError):
+            raise CheckpointError(where, f"GGUF tensor {tname!r} has unknown ggml type {ttype}") from None
+        elements = math.prod(dims)
+        if elements % block:
+            raise CheckpointError(where, f"GGUF tensor {tname!r}: {elements:,} elements is not a whole number "
+                                         f"of {qtype.name} blocks of {block}")
+        n_bytes = elements // block * type_size
+        tensors.append(TensorInfo(tname, f"GGUF_{qtype.name}", tuple(reversed(dims)), n_bytes, name))
+        ends.append((tname, offset + n_bytes))
+    align = meta.get("general.alignment", 32)
+    if not isinstance(align, int) or isinstance(align, bool) or align < 1 or align & (align - 1) or align > 1 << 20:
+        raise CheckpointError(where, f"GGUF general.alignment {align!r} is not a power of two up to 1 MiB")
+    data_start = -(-c.pos // align) * align
+    if size is not None:
+        for tname, end in ends:
+            if data_start + end > size:
+                raise CheckpointError(where, f"GGUF tensor {tname!r} lies past the end of the file ({size:,} bytes)")
+    header_bytes = min(data_start, size) if size is not None else data_start
+    return Header(name, tensors, {}, header_bytes, size if size is not None else data_start, len(tensors)), meta
 
 
 def read_gguf(path: str | os.PathLike) -> tuple[Header, dict, dict]:
-    """(header with tensors, raw metadata, config-like dict) of a GGUF file."""
-    import gguf
-
+    """(header with tensors, raw metadata, config-like dict) of a local GGUF file."""
     path = os.fspath(path)
-    try:
-        reader = gguf.GGUFReader(path, "r")
-    except Exception as exc:  # the gguf package raises anything on malformed input
-        raise CheckpointError(path, f"not a readable GGUF file ({type(exc).__name__}: {str(exc)[:160]})") from None
-    meta: dict = {}
-    for key, field in reader.fields.items():
-        if key.startswith("tokenizer.ggml.") and key not in ("tokenizer.ggml.model",):
-            if key == "tokenizer.ggml.tokens":
-                meta["tokenizer.ggml.tokens.count"] = len(field.data)
-            continue
-        try:
-            meta[key] = _value(field)
-        except Exception:  # an odd field must not stop the inspection
-            meta[key] = None
-    name = os.path.basename(path)
-    tensors = []
-    for t in reader.tensors:
-        qtype = gguf.GGMLQuantizationType(t.tensor_type).name
-        shape = tuple(int(x) for x in reversed(t.shape.tolist()))
-        tensors.append(TensorInfo(t.name, f"GGUF_{qtype}", shape, int(t.n_bytes), name))
     size = os.path.getsize(path)
-    header_bytes = int(min(reader.tensors[0].data_offset, size)) if reader.tensors else size
-    header = Header(name, tensors, {}, header_bytes, size, len(tensors))
+    with open(path, "rb") as f:
+        def fetch(offset: int, n: int) -> bytes:
+            f.seek(offset)
+            return f.read(n)
+
+        header, meta = parse_gguf(fetch, size, os.path.basename(path), path)
     return header, meta, gguf_config(meta)
+
+
+def gguf_models(names: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """GGUF file names grouped into models (split shards `-00001-of-00003.gguf` together, in order),
+    and the vision projectors (`mmproj*`), which are not a language model's weights."""
+    groups: dict[str, list[str]] = {}
+    projectors = []
+    for n in sorted(names):
+        if os.path.basename(n).lower().startswith("mmproj"):
+            projectors.append(n)
+            continue
+        m = SPLIT_NAME.match(n)
+        groups.setdefault(m["base"] if m else n[: -len(".gguf")], []).append(n)
+    return groups, projectors
+
+
+def _complete(files: list[str], where: str) -> list[str]:
+    """A split model's shards, checked to be all there (1..count of one count)."""
+    splits = [SPLIT_NAME.match(f) for f in files]
+    if not all(splits):
+        return files
+    count = int(splits[0]["count"])
+    numbers = sorted(int(m["no"]) for m in splits if int(m["count"]) == count)
+    if numbers != list(range(1, count + 1)):
+        missing = sorted(set(range(1, count + 1)) - set(numbers))
+        raise CheckpointError(f"{where}/{splits[0]['base']}", f"split GGUF of {count} files lacks shard(s) "
+                                                              f"{', '.join(map(str, missing)) or 'numbering'}")
+    return files
+
+
+def choose_model(groups: dict[str, list[str]], sizes: dict[str, int | None], tag: str | None,
+                 where: str) -> tuple[list[str], list[str]]:
+    """(the files of one model, warnings): the one `tag` names (a case-insensitive part of its name),
+    else the only one, else the largest (the closest to the original weights), the others listed."""
+    if not groups:
+        raise SourceError(f"{where}: no GGUF model files (only vision projectors)")
+    if tag:
+        hits = [k for k in groups if tag.lower() in os.path.basename(k).lower()]
+        exact = [k for k in hits if os.path.basename(k).lower().endswith(tag.lower())]
+        hits = exact if len(exact) == 1 else hits
+        if len(hits) != 1:
+            listed = ", ".join(sorted(os.path.basename(k) for k in (hits or groups)))
+            raise SourceError(f"{where}: {':' + tag!r} names {'no' if not hits else len(hits)} of the GGUF "
+                              f"models here ({listed})", hint="name one model: org/name:TAG, TAG a part of its name")
+        return _complete(groups[hits[0]], where), []
+    if len(groups) == 1:
+        return _complete(next(iter(groups.values())), where), []
+    total = {k: sum(sizes.get(f) or 0 for f in files) for k, files in groups.items()}
+    pick = max(sorted(groups), key=lambda k: total[k])
+    others = ", ".join(os.path.basename(k) for k in sorted(groups) if k != pick)
+    note = (f"{len(groups)} GGUF models here; inspected the largest, {os.path.basename(pick)} (others: {others}); "
+            "choose one with org/name:TAG or a file path")
+    return _complete(groups[pick], where), [note]
 
 
 def gguf_config(meta: dict) -> dict:

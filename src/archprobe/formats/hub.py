@@ -1,5 +1,8 @@
 """Hub sources: list the repo, then fetch only header bytes of each shard with HTTP Range requests.
 
+safetensors shards by default; a repo without them (or a source with `:TAG`) is read as one GGUF model,
+its header read front to back in growing Range blocks (formats/gguf.py).
+
 Per shard: `Range: bytes=0-7` (the header length), then exactly the header. Shards are fetched in
 parallel threads. 429 and 5xx are retried with exponential backoff (honouring Retry-After); 401/403
 (gated or private) and 404 become one clear message. `HF_ENDPOINT` and `HF_TOKEN` are honoured
@@ -151,6 +154,8 @@ def read_remote_header(reader: HubReader, filename: str, size: int | None) -> He
 
 
 def open_hub(source: str, progress: Progress | None = None) -> RawCheckpoint:
+    """`org/name[@revision][:TAG]`: safetensors shards, or (none there, or TAG given) one GGUF model."""
+    source, _, tag = source.partition(":")
     repo_id, _, revision = source.partition("@")
     revision = revision or "main"
     files = list_files(repo_id, revision)
@@ -158,7 +163,8 @@ def open_hub(source: str, progress: Progress | None = None) -> RawCheckpoint:
     config = None
     if "config.json" in files:
         config = parse_config_bytes(reader.get("config.json"), f"{repo_id}/config.json")
-    if "model.safetensors.index.json" in files:
+    ggufs = [f for f in files if f.endswith(".gguf")]
+    if "model.safetensors.index.json" in files and not tag:
         index = parse_index_bytes(reader.get("model.safetensors.index.json"),
                                   f"{repo_id}/model.safetensors.index.json")
         shards = shard_names_from_index(index, f"{repo_id}/model.safetensors.index.json")
@@ -166,22 +172,55 @@ def open_hub(source: str, progress: Progress | None = None) -> RawCheckpoint:
         if missing:
             raise CheckpointError(f"{repo_id}/{missing[0]}", "shard named by the index is not in the repo")
     else:
-        shards = sorted(f for f in files if f.endswith(".safetensors") and "/" not in f)
+        shards = [] if tag else sorted(f for f in files if f.endswith(".safetensors") and "/" not in f)
+    if not shards and ggufs:
+        return _open_hub_gguf(reader, files, ggufs, tag or None, config, progress)
     if not shards:
-        kind = "pickle-based weights only (never unpickled)" if any(
-            f.endswith(PICKLE_SUFFIXES) for f in files) else "no .safetensors files"
+        kind = ("no .gguf files (':TAG' selects a GGUF model)" if tag else
+                "pickle-based weights only (never unpickled)" if any(f.endswith(PICKLE_SUFFIXES) for f in files)
+                else "no .safetensors or .gguf files")
         raise SourceError(f"{repo_id}@{revision}: {kind}")
+    headers = _in_parallel(shards, lambda name: read_remote_header(reader, name, files.get(name)), progress)
+    return RawCheckpoint("hub", repo_id, revision, config, headers, bytes_fetched=reader.bytes_read)
+
+
+def _in_parallel(names: list[str], read, progress: Progress | None) -> list:
+    """read(name) for every name on up to PARALLEL threads, in order, ticking `progress`."""
     done = [0]
     lock = threading.Lock()
 
-    def one(name: str) -> Header:
-        h = read_remote_header(reader, name, files.get(name))
+    def one(name: str):
+        result = read(name)
         with lock:
             done[0] += 1
             if progress:
-                progress(done[0], len(shards))
-        return h
+                progress(done[0], len(names))
+        return result
 
-    with ThreadPoolExecutor(max_workers=min(PARALLEL, len(shards))) as pool:
-        headers = list(pool.map(one, shards))
-    return RawCheckpoint("hub", repo_id, revision, config, headers, bytes_fetched=reader.bytes_read)
+    with ThreadPoolExecutor(max_workers=min(PARALLEL, len(names))) as pool:
+        return list(pool.map(one, names))
+
+
+def _open_hub_gguf(reader: HubReader, files: dict, ggufs: list[str], tag: str | None, config: dict | None,
+                   progress: Progress | None) -> RawCheckpoint:
+    """One GGUF model of the repo (its split shards together): each header by Range reads."""
+    from archprobe.formats.gguf import choose_model, gguf_config, gguf_models, parse_gguf
+
+    where = f"{reader.repo_id}@{reader.revision}"
+    groups, projectors = gguf_models(ggufs)
+    chosen, warnings = choose_model(groups, files, tag, where)
+    if projectors:
+        warnings.append(f"vision projector file(s) not inspected: {', '.join(projectors)}")
+
+    def one(name: str):
+        size = files.get(name)
+
+        def fetch(offset: int, n: int) -> bytes:
+            return reader.get(name, (offset, offset + n - 1))
+
+        return parse_gguf(fetch, size, name, f"{reader.repo_id}/{name}")
+
+    parsed = _in_parallel(chosen, one, progress)
+    meta = parsed[0][1]
+    return RawCheckpoint("gguf", reader.repo_id, reader.revision, config or gguf_config(meta),
+                         [h for h, _ in parsed], meta, warnings, bytes_fetched=reader.bytes_read)

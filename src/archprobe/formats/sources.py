@@ -19,6 +19,7 @@ from archprobe.formats.safetensors import Header
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 MAX_INDEX_BYTES = 512 * 1024 * 1024   # K3's index (497k weight_map entries) is ~40 MB
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}(@[\w./-]{1,128})?$")
+HUB_SOURCE = re.compile(HUB_ID.pattern[:-1] + r"(:[\w.+-]{1,96})?$")   # inspect: `:TAG` picks a GGUF model
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
@@ -43,11 +44,11 @@ def open_source(source: str, progress: Progress | None = None) -> RawCheckpoint:
     """Resolve `source` (path or hub id) and read config + headers."""
     if os.path.lexists(source):
         return _open_local(source, progress)
-    if HUB_ID.match(source) and not source.startswith((".", "/", "~")):
+    if HUB_SOURCE.match(source) and not source.startswith((".", "/", "~")):
         from archprobe.formats.hub import open_hub
 
         return open_hub(source, progress)
-    raise SourceError(f"{source}: no such file or folder, and not a hub repo id (org/name[@revision])")
+    raise SourceError(f"{source}: no such file or folder, and not a hub repo id (org/name[@revision][:GGUF_TAG])")
 
 
 def parse_config_bytes(raw: bytes, where: str) -> dict:
@@ -130,7 +131,7 @@ def _open_local(source: str, progress: Progress | None) -> RawCheckpoint:
     if os.path.isfile(cfg_path):
         config = parse_config_bytes(_read_small(_check_inside(folder, cfg_path)), cfg_path)
     if single is not None and single.endswith(".gguf"):
-        return _open_gguf([single], source, config, warnings)
+        return _open_gguf(_split_siblings(folder, single), source, config, warnings)
     if single is not None:
         if not single.endswith(".safetensors"):
             raise _unsupported_file(single)
@@ -148,9 +149,16 @@ def _open_local(source: str, progress: Progress | None) -> RawCheckpoint:
         else:
             paths = [os.path.join(folder, e) for e in entries if e.endswith(".safetensors")]
         if not paths:
-            ggufs = [os.path.join(folder, e) for e in entries if e.endswith(".gguf")]
+            ggufs = [e for e in entries if e.endswith(".gguf")]
             if ggufs:
-                return _open_gguf(ggufs, source, config, warnings)
+                from archprobe.formats.gguf import choose_model, gguf_models
+
+                groups, projectors = gguf_models(ggufs)
+                sizes = {e: os.path.getsize(os.path.join(folder, e)) for e in ggufs}
+                chosen, notes = choose_model(groups, sizes, None, source)
+                warnings += notes + ([f"vision projector file(s) not inspected: {', '.join(projectors)}"]
+                                     if projectors else [])
+                return _open_gguf([os.path.join(folder, e) for e in chosen], source, config, warnings)
             pickles = [e for e in entries if e.endswith(PICKLE_SUFFIXES)]
             if pickles:
                 raise _unsupported_file(os.path.join(folder, pickles[0]))
@@ -169,6 +177,21 @@ def _open_local(source: str, progress: Progress | None) -> RawCheckpoint:
 
     headers = read_headers(paths, on_done=tick)
     return RawCheckpoint("local", os.path.abspath(source), None, config, headers, None, warnings)
+
+
+def _split_siblings(folder: str, path: str) -> list[str]:
+    """All shards of a split GGUF (`name-00002-of-00003.gguf` -> shards 1..3), else the file alone."""
+    from archprobe.formats.gguf import SPLIT_NAME
+
+    m = SPLIT_NAME.match(os.path.basename(path))
+    if not m:
+        return [path]
+    count = int(m["count"])
+    shards = [os.path.join(folder, f"{m['base']}-{i:05d}-of-{m['count']}.gguf") for i in range(1, count + 1)]
+    for shard in shards:
+        if not os.path.isfile(shard):
+            raise CheckpointError(shard, f"shard of a {count}-file split GGUF is missing")
+    return shards
 
 
 def _open_gguf(paths: list[str], source: str, config: dict | None, warnings: list[str]) -> RawCheckpoint:
