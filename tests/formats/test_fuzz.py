@@ -62,3 +62,57 @@ def test_random_length_prefix(prefix, size):
         assert n == struct.unpack("<Q", prefix[:8])[0]
     except CheckpointError as exc:
         assert "fuzz.safetensors" in str(exc)
+
+
+def _gguf_bytes() -> bytes:
+    """A small valid GGUF file written by the gguf package (metadata of every kind, two tensor types)."""
+    import os
+    import tempfile
+
+    import gguf
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "m.gguf")
+        w = gguf.GGUFWriter(path, "llama")
+        w.add_block_count(1)
+        w.add_token_list(["a", "b", "c"])
+        w.add_array("x.ints", [1, 2, 3])
+        w.add_string("x.s", "s")
+        w.add_tensor("t.weight", np.ones((2, 32), np.float32))
+        q = gguf.quants.quantize(np.ones((2, 32), np.float32), gguf.GGMLQuantizationType.Q8_0)
+        w.add_tensor("u.weight", q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        with open(path, "rb") as f:
+            return f.read()
+
+
+GGUF_GOOD = _gguf_bytes()
+
+
+def _check_gguf(raw: bytes) -> None:
+    from archprobe.formats.gguf import parse_gguf
+
+    try:
+        parse_gguf(lambda offset, n: raw[offset:offset + n], len(raw), "fuzz.gguf", "fuzz.gguf")
+    except CheckpointError as exc:
+        assert "fuzz.gguf" in str(exc)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, len(GGUF_GOOD) - 1), st.integers(0, 255), st.integers(0, 8))
+def test_mutated_gguf_header(pos, byte, width):
+    """Any byte (or run of bytes) of a real GGUF header changed: parsed, or one clean CheckpointError."""
+    raw = bytearray(GGUF_GOOD)
+    raw[pos:pos + max(1, width)] = bytes([byte]) * len(raw[pos:pos + max(1, width)])
+    _check_gguf(bytes(raw))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.integers(0, 300))
+def test_random_and_truncated_gguf(tail, cut):
+    _check_gguf(b"GGUF\x03\x00\x00\x00" + tail)
+    _check_gguf(GGUF_GOOD[:cut])

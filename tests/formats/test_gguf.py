@@ -125,6 +125,16 @@ def test_hostile_headers_are_clean_errors(tmp_path, offset, raw, message):
         inspect_checkpoint(_patched(tmp_path, offset, raw))
 
 
+def test_deeply_nested_arrays_are_refused(tmp_path):
+    key = b"x.deep"
+    nest = (9).to_bytes(4, "little") + (1).to_bytes(8, "little")      # ARRAY of 1 item, item type ARRAY...
+    raw = (b"GGUF" + (3).to_bytes(4, "little") + (0).to_bytes(8, "little") + (1).to_bytes(8, "little")
+           + len(key).to_bytes(8, "little") + key + (9).to_bytes(4, "little") + nest * 100_000)
+    (tmp_path / "deep.gguf").write_bytes(raw)
+    with pytest.raises(CheckpointError, match="nests arrays deeper than 8"):
+        inspect_checkpoint(str(tmp_path / "deep.gguf"))
+
+
 def test_tensor_data_past_the_end_is_refused(tmp_path):
     _write(tmp_path / "m.gguf")
     header, _, _ = read_gguf(tmp_path / "m.gguf")

@@ -27,6 +27,7 @@ MAX_HEADER_BYTES = 1 << 30
 MAX_COUNT = 1 << 24          # tensors, metadata entries
 MAX_ARRAY = 1 << 28          # items in one metadata array
 MAX_DIMS = 8
+MAX_NESTING = 8              # arrays of arrays
 SPLIT_NAME = re.compile(r"^(?P<base>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 # GGUF metadata -> the config.json keys that structure/config.py understands
@@ -95,7 +96,7 @@ class _Cursor:
         return text
 
 
-def _value(c: _Cursor, vtype: int, keep: bool, key: str):
+def _value(c: _Cursor, vtype: int, keep: bool, key: str, depth: int = 0):
     """One metadata value (arrays as lists); skipped, not decoded, when not kept."""
     if vtype in _SCALARS:
         return c.unpack("<" + _SCALARS[vtype])[0]
@@ -103,6 +104,8 @@ def _value(c: _Cursor, vtype: int, keep: bool, key: str):
         return c.string()
     if vtype != _ARRAY:
         raise CheckpointError(c.where, f"GGUF metadata {key!r} has unknown value type {vtype}")
+    if depth >= MAX_NESTING:
+        raise CheckpointError(c.where, f"GGUF metadata {key!r} nests arrays deeper than {MAX_NESTING}")
     item = c.unpack("<I")[0]
     n = c.count(f"array {key!r} length", MAX_ARRAY)
     if item in _SCALARS:
@@ -111,7 +114,7 @@ def _value(c: _Cursor, vtype: int, keep: bool, key: str):
             c.skip(n * width)
             return n
         return list(c.unpack(f"<{n}{_SCALARS[item]}"))
-    values = [_value(c, item, keep, key) for _ in range(n)]
+    values = [_value(c, item, keep, key, depth + 1) for _ in range(n)]
     return values if keep else n
 
 
