@@ -14,6 +14,10 @@ TOLERANCES = {
     ("same_algorithm", torch.float32): 1e-5,
     ("recurrent_vs_chunked", torch.float32): 1e-5,   # observed <= 2e-6 against a float64 recurrence
     ("cross_implementation", torch.float32): 1e-5,   # transformers vs ours: observed <= 7e-7 (KDA), 0 (MoE)
+    # chunked KDA's gradient of the per-channel decay g under strong decay: observed 2.5e-5 (C=16) and
+    # 3.4e-5 (C=32) against 8e-8 for the fp32 recurrence. Pairs of tokens add +x to dG_r and -x to dG_s
+    # and cancel in the reverse cumsum to dg only up to rounding of x, which grows with the decay span.
+    ("decay_gradient", torch.float32): 1e-4,
     ("same_algorithm", torch.bfloat16): 1e-2,
     ("reduction", torch.bfloat16): 2e-2,
 }

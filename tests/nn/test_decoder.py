@@ -50,6 +50,24 @@ def test_token_by_token_equals_full_forward(name):
     assert_close("same_algorithm", full, torch.cat(steps, 1), name=name)
 
 
+@pytest.mark.parametrize("name", ["mamba2_hybrid", "gated_deltanet_hybrid", "tiny_kimi_linear"])
+def test_long_prefill_spans_chunks(name):
+    """150 tokens: the chunked prefill runs several chunks (64 for Mamba-2, 32 for the delta rules)
+    and a partial one, and must still equal a short prefill followed by token-by-token decoding."""
+    cfg = CONFIGS[name]()
+    torch.manual_seed(0)
+    model = HybridDecoder(cfg).eval()
+    ids = torch.randint(0, cfg.vocab_size, (1, 150))
+    with torch.no_grad():
+        full = model(ids)
+        logits, caches = model(ids[:, :70], use_cache=True)   # 70: more than one chunk, not a whole number
+        steps = [logits]
+        for t in range(70, 150):
+            step, caches = model(ids[:, t:t + 1], caches=caches)
+            steps.append(step)
+    assert_close("same_algorithm", full, torch.cat(steps, 1), name=name)
+
+
 def test_every_mixer_is_decoded_above():
     covered = {mixer for make in CONFIGS.values() for mixer in make().mixer_types}
     assert set(MIXERS) - {"none"} <= covered, f"no decode test for {set(MIXERS) - {'none'} - covered}"

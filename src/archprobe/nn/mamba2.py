@@ -1,4 +1,4 @@
-"""Mamba-2 mixer (the SSD state-space layer), as Nemotron-H uses it, in its recurrent reference form.
+"""Mamba-2 mixer (the SSD state-space layer), as Nemotron-H uses it.
 
 Mamba-2, arXiv 2405.21060. Per token, with heads h (head dim P), groups g (state N), h -> g = h // (H/G):
   [z | xBC | dt] = in_proj(x);  xBC = SiLU(causal depthwise conv(xBC) + bias);  [x | B | C] = xBC
@@ -6,7 +6,7 @@ Mamba-2, arXiv 2405.21060. Per token, with heads h (head dim P), groups g (state
   S_h = exp(dt_h A_h) S_h + dt_h x_h B_g^T          # state [P, N], float32
   y_h = S_h C_g + D_h x_h
   out = out_proj(GroupRMSNorm(y * SiLU(z)))         # gate before the norm (norm_before_gate=False)
-Omitted: the chunked SSD algorithm (this form is the definition; fine for validation at test sizes).
+The recurrence runs on archprobe.ops.ssd: chunked for a prefill, token by token for one decoded token.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from torch import nn
 
 from archprobe.nn.conv import DepthwiseConv, causal_conv
 from archprobe.nn.norm import rms_normalise
+from archprobe.ops.ssd import ssd_chunked, ssd_recurrent
 
 
 @dataclass
@@ -71,13 +72,10 @@ class Mamba2Mixer(nn.Module):
         xs = xs.float().unflatten(-1, (H, P))
         Bm = Bm.float().unflatten(-1, (G, N)).repeat_interleave(H // G, dim=2)             # [B, T, H, N]
         Cm = Cm.float().unflatten(-1, (G, N)).repeat_interleave(H // G, dim=2)
-        S = cache.state.clone() if cache is not None else x.new_zeros(Bsz, H, P, N, dtype=torch.float32)
-        ys = []
-        for t in range(T):
-            S = S * torch.exp(dt[:, t] * A)[..., None, None] + (dt[:, t, :, None] * xs[:, t]).unsqueeze(-1) \
-                * Bm[:, t].unsqueeze(-2)
-            ys.append(torch.einsum("bhpn,bhn->bhp", S, Cm[:, t]) + self.D.float()[:, None] * xs[:, t])
-        y = torch.stack(ys, 1).flatten(-2).to(x.dtype)
+        state = cache.state if cache is not None else None
+        run = ssd_recurrent if (T == 1 and state is not None) else ssd_chunked
+        y, S = run(xs, dt, A, Bm, Cm, initial_state=state, output_final_state=True)
+        y = (y + self.D.float()[:, None] * xs).flatten(-2).to(x.dtype)
         out = self.out_proj(self.norm(y, z))
         new_cache = Mamba2Cache(conv_cache, S) if (use_cache or cache is not None) else None
         return out, new_cache

@@ -9,6 +9,7 @@ from archprobe.ops.kda import kda_chunked, kda_recurrent
 from archprobe.ops.moe import moe_dispatch, moe_route
 from archprobe.ops.quant import dequantize_fp8_block, dequantize_mxfp4
 from archprobe.ops.situ import situ_glu
+from archprobe.ops.ssd import ssd_chunked, ssd_recurrent
 
 __all__ = ["attn_res_mix", "dequantize_fp8_block", "dequantize_mxfp4", "kda_chunked", "kda_recurrent",
-           "moe_dispatch", "moe_route", "situ_glu"]
+           "moe_dispatch", "moe_route", "situ_glu", "ssd_chunked", "ssd_recurrent"]

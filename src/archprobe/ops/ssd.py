@@ -1,0 +1,90 @@
+"""Mamba-2's state-space recurrence (SSD), in its recurrent reference form and chunked.
+
+Mamba-2, arXiv 2405.21060, section 6 (the SSD algorithm). Per head, with a scalar log-decay
+a_t = dt_t * A <= 0 per token, input u_t = dt_t x_t [P], key B_t [N] and query C_t [N]:
+
+    S_t = exp(a_t) S_{t-1} + u_t B_t^T        (state [P, N], float32)
+    y_t = S_t C_t
+
+Chunked over C tokens, with seg[r, s] the sum of a over (s, r] (one number per token pair and head,
+summed directly, see `segment_sums`) and cum the in-chunk cumsum of a:
+
+    y   = ((C B^T) * L) U + exp(cum) (C S_prev^T),     L[r, s] = exp(seg[r, s]) for s <= r, else 0
+    S   = exp(cum_last) S_prev + (L[last, :] U)^T B
+
+Everything but the state line is batched over all chunks; the loop does the C S_prev^T read-out and the
+state update. The D skip, the gate and the norm stay in the module (nn/mamba2.py).
+Legend: B batch, T tokens, H heads, P head dim, N state size, C chunk size, R = B * H, NC chunks.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+EXP_FLOOR = -87.0   # below it float32's exp is subnormal or zero, and CPU exp kernels run ~10x slower
+
+
+def segment_sums(a):
+    """[..., C] -> [..., C, C]: the sum of a over (s, r] at [r, s] for s <= r (0 on the diagonal), -inf
+    above. Each entry is a direct sum of its own segment, not cum_r - cum_s: two large cumulative sums
+    would cancel to a difference carrying their rounding error (5 digits lost at a decay sum of ~1000)."""
+    C = a.shape[-1]
+    below = torch.ones(C, C, dtype=torch.bool, device=a.device).tril(-1)
+    seg = a.unsqueeze(-1).expand(*a.shape, C).masked_fill(~below, 0.0).cumsum(-2)   # [r, s] = sum a_t, s < t <= r
+    upper = torch.ones(C, C, dtype=torch.bool, device=a.device).triu(1)
+    return seg.masked_fill(upper, -float("inf"))
+
+
+def ssd_recurrent(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, *, initial_state=None, output_final_state=False):
+    """The definition, token by token. Returns (y [B, T, H, P] float32, final state [B, H, P, N] or None)."""
+    Bsz, T, H, P = x_BTHP.shape
+    N = B_BTHN.shape[-1]
+    x, dt, Bm, Cm = (t.float() for t in (x_BTHP, dt_BTH, B_BTHN, C_BTHN))
+    S = initial_state.float().clone() if initial_state is not None else x.new_zeros(Bsz, H, P, N)
+    decay = torch.exp(dt * A_H.float())                                           # [B, T, H]
+    ys = []
+    for t in range(T):
+        S = S * decay[:, t, :, None, None] + (dt[:, t, :, None] * x[:, t]).unsqueeze(-1) * Bm[:, t].unsqueeze(-2)
+        ys.append(torch.einsum("bhpn,bhn->bhp", S, Cm[:, t]))
+    y = torch.stack(ys, 1) if ys else x.new_zeros(Bsz, 0, H, P)
+    return y, (S if output_final_state else None)
+
+
+def ssd_chunked(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, *, initial_state=None, output_final_state=False,
+                chunk_size=64):
+    """Same contract as `ssd_recurrent`: the chunked (matmul) form."""
+    Bsz, T, H, P = x_BTHP.shape
+    N = B_BTHN.shape[-1]
+    if T == 0:
+        return ssd_recurrent(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, initial_state=initial_state,
+                             output_final_state=output_final_state)
+    Cc = chunk_size
+    pad = (-T) % Cc
+    NC = (T + pad) // Cc
+    R = Bsz * H
+
+    def chunk_major(t):  # [B, T, H, X] -> [NC, R, C, X], float32, zero-padded (a zero dt adds nothing)
+        t = F.pad(t.float(), (0, 0, 0, 0, 0, pad)) if pad else t.float()
+        return t.view(Bsz, NC, Cc, H, -1).permute(1, 0, 3, 2, 4).reshape(NC, R, Cc, t.shape[-1]).contiguous()
+
+    dt = chunk_major(dt_BTH.unsqueeze(-1))                                         # [NC, R, C, 1]
+    u = chunk_major(x_BTHP) * dt                                                   # dt x
+    Bm, Cm = chunk_major(B_BTHN), chunk_major(C_BTHN)
+    a = (dt * A_H.float().repeat(Bsz).view(1, R, 1, 1)).squeeze(-1)               # log-decay per token [NC, R, C]
+    seg = segment_sums(a)                                                          # [NC, R, C, C]
+    L = seg.clamp(min=EXP_FLOOR).exp().masked_fill(seg == -float("inf"), 0.0)
+    y = ((Cm @ Bm.mT) * L) @ u                                                     # intra-chunk, [NC, R, C, P]
+    cum = a.cumsum(-1).unsqueeze(-1)                                               # a direct sum from the start
+    q_decayed = Cm * cum.clamp(min=EXP_FLOOR).exp()                                # exp(cum_r) C_r
+    u_to_end = u * L[:, :, -1, :].unsqueeze(-1)                                    # exp(sum of a after s) u_s
+    decay_last = cum[:, :, -1:].clamp(min=EXP_FLOOR).exp()                         # [NC, R, 1, 1]
+    S = (initial_state.float().reshape(R, P, N) if initial_state is not None
+         else x_BTHP.new_zeros(R, P, N, dtype=torch.float32))
+    outs = []
+    for n in range(NC):   # the sequential part: read the state out, then carry it over the chunk
+        outs.append(q_decayed[n] @ S.mT)
+        S = S * decay_last[n] + u_to_end[n].mT @ Bm[n]
+    y = y + torch.stack(outs)
+    y = y.view(NC, Bsz, H, Cc, P).permute(1, 0, 3, 2, 4).reshape(Bsz, NC * Cc, H, P)[:, :T]
+    return y, (S.view(Bsz, H, P, N) if output_final_state else None)
