@@ -13,7 +13,7 @@ PIP := $(PY) -m pip install --disable-pip-version-check -q
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PIP) -e ".[torch,hf,plot,ray,inspect,browser]" pytest hypothesis ruff compressed-tensors
+	$(PIP) -e ".[torch,hf,plot,ray,inspect,browser]" pytest hypothesis ruff compressed-tensors fla-core==0.6.0
 	touch $@
 
 install: $(VENV)/.installed

@@ -132,19 +132,3 @@ def test_nemotron_latent_moe_matches_transformers(tmp_path):
         ref = model.model.layers[1].mixer(x)
         got = ours(x)
     assert_close("cross_implementation", ref, got)
-
-
-def test_fla_reference_if_installed():
-    fla_naive = pytest.importorskip("fla.ops.kda.naive", reason="flash-linear-attention is not installed here")
-    from archprobe.ops.kda import kda_chunked
-
-    gen = torch.Generator().manual_seed(0)
-    B, T, H, K = 1, 50, 2, 16
-    q = torch.nn.functional.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1)
-    k = torch.nn.functional.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1)
-    v = torch.randn(B, T, H, K, generator=gen)
-    g = -torch.rand(B, T, H, K, generator=gen)
-    beta = torch.rand(B, T, H, generator=gen)
-    ref, _ = fla_naive.naive_recurrent_kda(q, k, v, g, beta)
-    got, _ = kda_chunked(q, k, v, g, beta)
-    assert_close("cross_implementation", ref, got)

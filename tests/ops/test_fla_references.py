@@ -1,0 +1,67 @@
+"""Our ops against flash-linear-attention's pure-torch references (`fla/ops/kda/naive.py`,
+`fla/ops/attnres/naive.py`, from the fla-core package that `make install` adds as a test peer).
+
+The `fla.ops` package imports its Triton kernels before anything else, and Triton does not import on
+this CPU machine, so each reference is loaded from its own file; it needs only torch and einops.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from archprobe.ops import attn_res_mix, kda_chunked, kda_recurrent
+from archprobe.testing import assert_close
+
+
+def fla_reference(op: str):
+    spec = importlib.util.find_spec("fla")   # finds the package without running its __init__
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("flash-linear-attention (fla-core) is not installed; `make install` adds it")
+    path = Path(next(iter(spec.submodule_search_locations))) / "ops" / op / "naive.py"
+    if not path.is_file():
+        pytest.skip(f"this fla-core has no {path.name} for {op}")
+    module_spec = importlib.util.spec_from_file_location(f"fla_reference_{op}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def kda_inputs(T, H=2, K=16, V=12, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q = F.normalize(torch.randn(1, T, H, K, generator=gen), dim=-1)
+    k = F.normalize(torch.randn(1, T, H, K, generator=gen), dim=-1)
+    v = torch.randn(1, T, H, V, generator=gen)
+    g = -5 * torch.sigmoid(torch.randn(1, T, H, K, generator=gen))   # K3's bounded gate: strong decay
+    beta = torch.sigmoid(torch.randn(1, T, H, generator=gen))
+    state = torch.randn(1, H, K, V, generator=gen)
+    return q, k, v, g, beta, state
+
+
+@pytest.mark.parametrize("T", [1, 50, 128])
+def test_kda_matches_fla_naive_recurrent_and_chunk(T):
+    fla = fla_reference("kda")
+    q, k, v, g, beta, state = kda_inputs(T)
+    refs = {"naive_recurrent_kda": fla.naive_recurrent_kda(q, k, v, g, beta, initial_state=state,
+                                                           output_final_state=True)}
+    if T % 64 == 0:   # FLA's naive chunk form takes whole chunks of 64 only
+        refs["naive_chunk_kda"] = fla.naive_chunk_kda(q, k, v, g, beta, initial_state=state, output_final_state=True)
+    for name, fn in (("kda_recurrent", kda_recurrent),
+                     ("kda_chunked", lambda *a, **kw: kda_chunked(*a, chunk_size=32, **kw))):
+        o, s = fn(q, k, v, g, beta, initial_state=state, output_final_state=True)
+        for ref_name, (o_ref, s_ref) in refs.items():
+            assert_close("cross_implementation", o_ref, o, name=f"{name} vs fla {ref_name}, output")
+            assert_close("cross_implementation", s_ref, s, name=f"{name} vs fla {ref_name}, state")
+
+
+def test_attnres_matches_fla_naive():
+    fla = fla_reference("attnres")
+    gen = torch.Generator().manual_seed(0)
+    sources = torch.randn(5, 2, 7, 32, generator=gen) * torch.linspace(0.5, 3, 5)[:, None, None, None]
+    query = torch.randn(32, generator=gen)
+    ref = fla.naive_attnres(query, list(sources), torch.ones(32), rms_eps=1e-5)
+    assert_close("cross_implementation", ref, attn_res_mix(sources, query, eps=1e-5))
