@@ -1,5 +1,7 @@
-"""Our ops against flash-linear-attention's pure-torch references (`fla/ops/kda/naive.py`,
-`fla/ops/attnres/naive.py`, from the fla-core package that `make install` adds as a test peer).
+"""Our ops against flash-linear-attention's pure-torch references (`fla/ops/<op>/naive.py` from the
+fla-core package that `make install` adds as a test peer): KDA, the gated delta rule (Gated DeltaNet:
+our KDA with the head's decay on every key channel), simple GLA (Mamba-2's SSD: B the key, C the
+query, dt x the value, dt A the decay) and AttnRes.
 
 The `fla.ops` package imports its Triton kernels before anything else, and Triton does not import on
 this CPU machine, so each reference is loaded from its own file; it needs only torch and einops.
@@ -14,7 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from archprobe.ops import attn_res_mix, kda_chunked, kda_recurrent
+from archprobe.ops import attn_res_mix, kda_chunked, kda_recurrent, ssd_chunked, ssd_recurrent
 from archprobe.testing import assert_close
 
 
@@ -56,6 +58,38 @@ def test_kda_matches_fla_naive_recurrent_and_chunk(T):
         for ref_name, (o_ref, s_ref) in refs.items():
             assert_close("cross_implementation", o_ref, o, name=f"{name} vs fla {ref_name}, output")
             assert_close("cross_implementation", s_ref, s, name=f"{name} vs fla {ref_name}, state")
+
+
+@pytest.mark.parametrize("T", [1, 50, 128])
+def test_gated_delta_rule_matches_fla_naive(T):
+    fla = fla_reference("gated_delta_rule")
+    q, k, v, _, beta, state = kda_inputs(T)
+    g = -3 * torch.sigmoid(torch.randn(1, T, 2, generator=torch.Generator().manual_seed(1)))   # one per head
+    refs = {name: getattr(fla, name)(q, k, v, g=g, beta=beta, initial_state=state, output_final_state=True)
+            for name in ("naive_recurrent_gated_delta_rule", "naive_chunk_gated_delta_rule")}   # (their orders differ)
+    o, s = kda_chunked(q, k, v, g.unsqueeze(-1).expand_as(q), beta, initial_state=state, output_final_state=True,
+                       chunk_size=32)
+    for ref_name, (o_ref, s_ref) in refs.items():
+        assert_close("cross_implementation", o_ref, o, name=f"vs fla {ref_name}, output")
+        assert_close("cross_implementation", s_ref, s, name=f"vs fla {ref_name}, state")
+
+
+@pytest.mark.parametrize("T", [1, 50, 128])
+def test_ssd_matches_fla_simple_gla(T):
+    fla = fla_reference("simple_gla")
+    gen = torch.Generator().manual_seed(2)
+    H, P, N = 3, 8, 6
+    x, Bm, Cm = torch.randn(1, T, H, P, generator=gen), torch.randn(1, T, H, N, generator=gen), \
+        torch.randn(1, T, H, N, generator=gen)
+    dt = F.softplus(torch.randn(1, T, H, generator=gen))
+    A = -torch.linspace(0.5, 4.0, H)
+    state = torch.randn(1, H, P, N, generator=gen)
+    o_ref, s_ref = fla.naive_recurrent_simple_gla(Cm, Bm, dt[..., None] * x, dt * A, scale=1.0,
+                                                  initial_state=state.mT, output_final_state=True)
+    for name, fn in (("ssd_recurrent", ssd_recurrent), ("ssd_chunked", ssd_chunked)):
+        y, S = fn(x, dt, A, Bm, Cm, initial_state=state, output_final_state=True)
+        assert_close("cross_implementation", o_ref, y, name=f"{name} vs fla naive_recurrent_simple_gla, output")
+        assert_close("cross_implementation", s_ref, S.mT, name=f"{name} vs fla naive_recurrent_simple_gla, state")
 
 
 def test_attnres_matches_fla_naive():
