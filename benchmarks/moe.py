@@ -38,8 +38,8 @@ def main():
         bank.gate_up_proj.copy_(torch.cat([wg, wu], dim=1))
         bank.down_proj.copy_(wd)
 
-    def run_expert(xs, e):
-        return expert(xs, wg, wu, wd, e)
+    def run_expert(xs, e, scale=None):
+        return expert(xs, wg, wu, wd, e, scale)
 
     def per_expert_loop():
         out = torch.zeros(N, D)

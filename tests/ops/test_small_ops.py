@@ -75,7 +75,7 @@ def test_dispatch_equals_dense_reference_forward_and_backward():
     for run in (moe_dense_reference, moe_dispatch):
         for t in (x, wg, wu, wd, w):
             t.grad = None
-        y = run(x, w, e, lambda xs, i: expert(xs, wg, wu, wd, i), E)
+        y = run(x, w, e, lambda xs, i, scale: expert(xs, wg, wu, wd, i, scale), E)
         y.pow(2).sum().backward()
         outs.append(y)
         grads.append([t.grad.clone() for t in (x, wg, wu, wd, w)])

@@ -27,10 +27,10 @@ ACTIVATIONS = ("silu", "situ", "relu2", "gelu")
 
 def glu(activation: str, situ_betas=(4.0, 25.0)):
     """(gate, up) -> hidden for gated activations; None for non-gated ones."""
-    if activation == "silu":
-        return lambda g, u: F.silu(g) * u
+    if activation == "silu":   # in place over the fresh activation: one [n, F] buffer less per expert
+        return lambda g, u: F.silu(g).mul_(u)
     if activation == "gelu":
-        return lambda g, u: F.gelu(g, approximate="tanh") * u
+        return lambda g, u: F.gelu(g, approximate="tanh").mul_(u)
     if activation == "situ":
         return lambda g, u: situ_glu(g, u, beta=situ_betas[0], linear_beta=situ_betas[1])
     return None
@@ -94,12 +94,16 @@ class ExpertBank(nn.Module):
 
         return dequantize_mxfp4(getattr(self, name + "_packed")[e], getattr(self, name + "_scale")[e], dtype=dtype)
 
-    def run(self, x: torch.Tensor, e: int) -> torch.Tensor:
+    def run(self, x: torch.Tensor, e: int, scale: torch.Tensor | None = None) -> torch.Tensor:
+        """Expert e on x [n, in], times scale [n, 1] (the routing weights) when given: applied to the
+        hidden, which down_proj (linear, no bias) carries to the output on fewer columns."""
         if self.gated:  # F.linear: PyTorch's linear path is faster than `x @ w.T` on CPU (~15% measured)
             gate, up = F.linear(x, self.weight("gate_up_proj", e, x.dtype)).split(self.width, dim=-1)
             h = self.act(gate, up)
         else:
             h = self.act(F.linear(x, self.weight("up_proj", e, x.dtype)))
+        if scale is not None:
+            h = h.mul_(scale.to(h.dtype))   # h is the activation's fresh output
         return F.linear(h, self.weight("down_proj", e, x.dtype))
 
 

@@ -4,8 +4,9 @@
 score + bias when a selection bias is given, weights from the unbiased score; optional
 renormalisation (+1e-20) and scaling. `moe_dense_reference` runs every expert on every token
 (the plainest correct form); `moe_dispatch` sorts token slots by expert and runs each expert that has
-tokens once on its contiguous run (no dense all-expert compute). Legend: T tokens, D width, E experts, F expert
-width, K top-k.
+tokens once on its contiguous run (no dense all-expert compute). Both call `expert_fn(x [n, L], e, scale
+[n, 1])`, which returns scale * expert_e(x): an expert whose last projection is linear applies the routing
+weight to its hidden, narrower than its output. Legend: T tokens, D width, E experts, F expert width, K top-k.
 """
 
 from __future__ import annotations
@@ -55,10 +56,11 @@ ExpertFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def glu_expert(activation: Callable) -> Callable:
-    """Expert e on tokens x [n, L]: down_e(act(gate_e x, up_e x)) with stacked weights."""
+    """Expert e on tokens x [n, L]: down_e(act(gate_e x, up_e x)) with stacked weights, times `scale`."""
 
-    def run(x, w_gate_EFL, w_up_EFL, w_down_ELF, e):
-        return activation(x @ w_gate_EFL[e].T, x @ w_up_EFL[e].T) @ w_down_ELF[e].T
+    def run(x, w_gate_EFL, w_up_EFL, w_down_ELF, e, scale=None):
+        h = activation(x @ w_gate_EFL[e].T, x @ w_up_EFL[e].T)
+        return (h if scale is None else h * scale) @ w_down_ELF[e].T
 
     return run
 
@@ -70,15 +72,15 @@ def moe_dense_reference(x_TL, weights_TK, experts_TK, expert_fn, num_experts: in
     full.scatter_(1, experts_TK, weights_TK.float())
     out = None
     for e in range(num_experts):
-        y = expert_fn(x_TL, e).float() * full[:, e:e + 1]
+        y = expert_fn(x_TL, e, full[:, e:e + 1]).float()
         out = y if out is None else out + y
     return out.to(x_TL.dtype)
 
 
 def moe_dispatch(x_TL, weights_TK, experts_TK, expert_fn, num_experts: int):
-    """Sort (token, slot) pairs by expert, then run each expert once on its contiguous run of tokens and
-    scatter-add the weighted result back. Per-expert gathers stay small, so no [T*K, width] buffer is
-    ever allocated (fresh large buffers cost more in page faults than the copies themselves)."""
+    """Sort (token, slot) pairs by expert, then run each expert once on its contiguous run of tokens
+    (applying its routing weights) and scatter-add the result back. Per-expert gathers stay small, so no
+    [T*K, width] buffer is ever allocated (fresh large buffers cost more in page faults than the copies)."""
     T, K = experts_TK.shape
     flat_e = experts_TK.reshape(-1)
     order = torch.argsort(flat_e, stable=True)
@@ -90,7 +92,7 @@ def moe_dispatch(x_TL, weights_TK, experts_TK, expert_fn, num_experts: int):
     for e, n in enumerate(counts):
         if n:
             rows = token_of[start:start + n]
-            ye = expert_fn(x_TL.index_select(0, rows), e).float() * w[start:start + n]
+            ye = expert_fn(x_TL.index_select(0, rows), e, w[start:start + n]).float()
             if out is None:
                 out = torch.zeros(T, ye.shape[-1], dtype=torch.float32, device=x_TL.device)
             out.index_add_(0, rows, ye)
