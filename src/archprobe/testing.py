@@ -41,3 +41,26 @@ def assert_close(kind: str, ref: torch.Tensor, got: torch.Tensor, dtype: torch.d
         raise AssertionError(f"{name or kind}: rel_rms {stats['rel_rms']:.3e} > {bound:.1e} "
                              f"(max_abs {stats['max_abs']:.3e}, mean_abs {stats['mean_abs']:.3e})")
     return stats
+
+
+def gradients(fn, inputs, weight: torch.Tensor, dtype: torch.dtype) -> list[torch.Tensor]:
+    """d/d(inputs) of sum(fn(*inputs)[0] * weight), each input a fresh leaf in `dtype`. Fresh, because
+    marking the caller's tensors would let one call's gradients accumulate into the next call's."""
+    leaves = [t.detach().to(dtype).requires_grad_(True) for t in inputs]
+    (fn(*leaves)[0] * weight.to(dtype)).sum().backward()
+    return [t.grad for t in leaves]
+
+
+def assert_fast_gradients(names, inputs, weight: torch.Tensor, exact_fn, reference_fn, fast_fn,
+                          bounds: dict | None = None) -> None:
+    """The flash-attention rule: each gradient of the fast form (fp32) is off the exact one (exact_fn in
+    float64) by at most 2x the fp32 reference form's error, or by its bound (default: the fp32
+    recurrent_vs_chunked one)."""
+    exact = gradients(exact_fn, inputs, weight, torch.float64)
+    reference = gradients(reference_fn, inputs, weight, torch.float32)
+    fast = gradients(fast_fn, inputs, weight, torch.float32)
+    for name, e, r, f in zip(names, exact, reference, fast, strict=True):
+        assert torch.isfinite(f).all(), f"d{name} is not finite"
+        err_r, err_f = compare(e, r)["rel_rms"], compare(e, f)["rel_rms"]
+        bound = (bounds or {}).get(name, TOLERANCES[("recurrent_vs_chunked", torch.float32)])
+        assert err_f <= max(bound, 2 * err_r), f"d{name}: fast form {err_f:.2e}, fp32 reference {err_r:.2e}"

@@ -36,15 +36,19 @@ CONFIGS = {
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_token_by_token_equals_full_forward(name):
+    _full_equals_prefill_then_decoding(name, batch=2, length=13, prefill=6)
+
+
+def _full_equals_prefill_then_decoding(name, batch, length, prefill):
     cfg = CONFIGS[name]()
     torch.manual_seed(0)
     model = HybridDecoder(cfg).eval()
-    ids = torch.randint(0, cfg.vocab_size, (2, 13))
+    ids = torch.randint(0, cfg.vocab_size, (batch, length))
     with torch.no_grad():
         full = model(ids)
-        logits, caches = model(ids[:, :6], use_cache=True)   # a prefill, then one token at a time
+        logits, caches = model(ids[:, :prefill], use_cache=True)   # a prefill, then one token at a time
         steps = [logits]
-        for t in range(6, 13):
+        for t in range(prefill, length):
             step, caches = model(ids[:, t:t + 1], caches=caches)
             steps.append(step)
     assert_close("same_algorithm", full, torch.cat(steps, 1), name=name)
@@ -54,18 +58,7 @@ def test_token_by_token_equals_full_forward(name):
 def test_long_prefill_spans_chunks(name):
     """150 tokens: the chunked prefill runs several chunks (64 for Mamba-2, 32 for the delta rules)
     and a partial one, and must still equal a short prefill followed by token-by-token decoding."""
-    cfg = CONFIGS[name]()
-    torch.manual_seed(0)
-    model = HybridDecoder(cfg).eval()
-    ids = torch.randint(0, cfg.vocab_size, (1, 150))
-    with torch.no_grad():
-        full = model(ids)
-        logits, caches = model(ids[:, :70], use_cache=True)   # 70: more than one chunk, not a whole number
-        steps = [logits]
-        for t in range(70, 150):
-            step, caches = model(ids[:, t:t + 1], caches=caches)
-            steps.append(step)
-    assert_close("same_algorithm", full, torch.cat(steps, 1), name=name)
+    _full_equals_prefill_then_decoding(name, batch=1, length=150, prefill=70)   # 70: not a whole chunk
 
 
 def test_every_mixer_is_decoded_above():

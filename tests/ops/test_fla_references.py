@@ -33,6 +33,13 @@ def fla_reference(op: str):
     return module
 
 
+def assert_matches(refs: dict, out, state, name: str) -> None:
+    """Our (output, final state) against every FLA reference's."""
+    for ref_name, (o_ref, s_ref) in refs.items():
+        assert_close("cross_implementation", o_ref, out, name=f"{name} vs fla {ref_name}, output")
+        assert_close("cross_implementation", s_ref, state, name=f"{name} vs fla {ref_name}, state")
+
+
 def kda_inputs(T, H=2, K=16, V=12, seed=0):
     gen = torch.Generator().manual_seed(seed)
     q = F.normalize(torch.randn(1, T, H, K, generator=gen), dim=-1)
@@ -54,10 +61,7 @@ def test_kda_matches_fla_naive_recurrent_and_chunk(T):
         refs["naive_chunk_kda"] = fla.naive_chunk_kda(q, k, v, g, beta, initial_state=state, output_final_state=True)
     for name, fn in (("kda_recurrent", kda_recurrent),
                      ("kda_chunked", lambda *a, **kw: kda_chunked(*a, chunk_size=32, **kw))):
-        o, s = fn(q, k, v, g, beta, initial_state=state, output_final_state=True)
-        for ref_name, (o_ref, s_ref) in refs.items():
-            assert_close("cross_implementation", o_ref, o, name=f"{name} vs fla {ref_name}, output")
-            assert_close("cross_implementation", s_ref, s, name=f"{name} vs fla {ref_name}, state")
+        assert_matches(refs, *fn(q, k, v, g, beta, initial_state=state, output_final_state=True), name)
 
 
 @pytest.mark.parametrize("T", [1, 50, 128])
@@ -67,11 +71,8 @@ def test_gated_delta_rule_matches_fla_naive(T):
     g = -3 * torch.sigmoid(torch.randn(1, T, 2, generator=torch.Generator().manual_seed(1)))   # one per head
     refs = {name: getattr(fla, name)(q, k, v, g=g, beta=beta, initial_state=state, output_final_state=True)
             for name in ("naive_recurrent_gated_delta_rule", "naive_chunk_gated_delta_rule")}   # (their orders differ)
-    o, s = kda_chunked(q, k, v, g.unsqueeze(-1).expand_as(q), beta, initial_state=state, output_final_state=True,
-                       chunk_size=32)
-    for ref_name, (o_ref, s_ref) in refs.items():
-        assert_close("cross_implementation", o_ref, o, name=f"vs fla {ref_name}, output")
-        assert_close("cross_implementation", s_ref, s, name=f"vs fla {ref_name}, state")
+    assert_matches(refs, *kda_chunked(q, k, v, g.unsqueeze(-1).expand_as(q), beta, initial_state=state,
+                                      output_final_state=True, chunk_size=32), "kda_chunked")
 
 
 @pytest.mark.parametrize("T", [1, 50, 128])

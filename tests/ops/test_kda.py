@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from archprobe.ops.kda import kda_chunked, kda_recurrent
-from archprobe.testing import TOLERANCES, assert_close, compare
+from archprobe.testing import TOLERANCES, assert_close, assert_fast_gradients, compare
 
 
 def reference_f64(q, k, v, g, beta, scale, s0):
@@ -87,20 +87,9 @@ def test_gradients_match(strong):
     q, k, v, g, beta = make(1, 40, 2, 8, 8, strong=strong)
     weight = torch.linspace(-1, 1, 40 * 2 * 8).view(1, 40, 2, 8)
 
-    def grads(fn, dtype):
-        xs = [t.detach().to(dtype).requires_grad_(True) for t in (q, k, v, g, beta)]  # fresh leaves per call
-        out, _ = fn(*xs)
-        (out * weight.to(dtype)).sum().backward()
-        return [x.grad for x in xs]
-
-    ref = grads(kda_recurrent, torch.float64)
-    rec = grads(kda_recurrent, torch.float32)
-    chk = grads(lambda *a: kda_chunked(*a, chunk_size=16), torch.float32)
-    for name, r, a, b in zip("q k v g beta".split(), ref, rec, chk, strict=True):
-        assert torch.isfinite(b).all()
-        err_rec, err_chk = compare(r, a)["rel_rms"], compare(r, b)["rel_rms"]
-        bound = TOLERANCES[("decay_gradient" if name == "g" else "recurrent_vs_chunked", torch.float32)]
-        assert err_chk <= max(bound, 2 * err_rec), f"d{name}: chunked {err_chk:.2e}, recurrent fp32 {err_rec:.2e}"
+    assert_fast_gradients("q k v g beta".split(), (q, k, v, g, beta), weight, kda_recurrent, kda_recurrent,
+                          lambda *a: kda_chunked(*a, chunk_size=16),
+                          bounds={"g": TOLERANCES[("decay_gradient", torch.float32)]})
 
 
 def test_bad_chunk_size():

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from archprobe.ops.ssd import ssd_chunked, ssd_recurrent
-from archprobe.testing import assert_close, compare
+from archprobe.testing import assert_close, assert_fast_gradients
 
 
 def make(Bsz, T, H, P, N, strong=False, seed=0):
@@ -60,15 +60,5 @@ def test_gradients_match_the_recurrence():
     x, dt, A, Bm, Cm = make(1, 40, 2, 4, 3, strong=True)
     weight = torch.linspace(-1, 1, 40 * 2 * 4).view(1, 40, 2, 4)
 
-    def grads(fn, dtype):
-        xs = [t.detach().to(dtype).requires_grad_(True) for t in (x, dt, A, Bm, Cm)]  # fresh leaves per call
-        y, _ = fn(*xs)
-        (y * weight.to(dtype)).sum().backward()
-        return [t.grad for t in xs]
-
-    exact = grads(reference, torch.float64)
-    recurrent = grads(ssd_recurrent, torch.float32)
-    chunked = grads(lambda *a: ssd_chunked(*a, chunk_size=16), torch.float32)
-    for name, g64, g_r, g_c in zip(("x", "dt", "A", "B", "C"), exact, recurrent, chunked, strict=True):
-        err_r, err_c = compare(g64, g_r)["rel_rms"], compare(g64, g_c)["rel_rms"]
-        assert err_c <= max(2 * err_r, 1e-5), f"d{name}: chunked {err_c:.2e}, recurrent {err_r:.2e}"
+    assert_fast_gradients(("x", "dt", "A", "B", "C"), (x, dt, A, Bm, Cm), weight, reference, ssd_recurrent,
+                          lambda *a: ssd_chunked(*a, chunk_size=16))
