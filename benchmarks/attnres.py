@@ -2,13 +2,17 @@
 
 A 12-layer decoder (GQA + dense SwiGLU FFN), D=512, T=1024, batch 1, fp32, forward only; the same
 model with `residual="attnres_block"` (block size 4, so 3 banked blocks + the embedding) and with
-`attnres_full`. Target: block AttnRes costs <= 10% over the plain residual.
+`attnres_full`. Target: block AttnRes costs <= 10% over the plain residual. The three are timed
+round-robin (5 rounds after a warm-up), so the machine's drift hits each alike; an overhead is the
+median of the paired rounds.
 """
 
 from __future__ import annotations
 
+import statistics
+
 import torch
-from _util import table, timed
+from _util import round_robin, table
 
 from archprobe.nn.decoder import HybridConfig, HybridDecoder
 
@@ -23,16 +27,14 @@ def model(residual: str) -> HybridDecoder:
 
 def main():
     ids = torch.randint(0, 1024, (1, 1024))
-    rows, times = [], {}
     with torch.no_grad():
-        for residual in ("prenorm", "attnres_block", "attnres_full"):
-            m = model(residual)
-            t, _ = timed(lambda m=m: m(ids), repeat=5)
-            times[residual] = t
-    for residual, t in times.items():
-        rows.append([residual, f"{t:.3f}", f"{t / times['prenorm'] - 1:+.1%}"])
-    print(table(rows, ["residual", "seconds (median of 5)", "overhead vs prenorm"]))
-    print(f"\nblock AttnRes overhead: {times['attnres_block'] / times['prenorm'] - 1:.1%} (target <= 10%)")
+        models = {residual: model(residual) for residual in ("prenorm", "attnres_block", "attnres_full")}
+        timed = round_robin({r: (lambda m=m: m(ids)) for r, m in models.items()}, rounds=5)
+    base = timed["prenorm"][1]
+    overhead = {r: statistics.median(t / b - 1 for t, b in zip(ts, base, strict=True)) for r, (_, ts) in timed.items()}
+    rows = [[r, f"{t:.3f}", f"{overhead[r]:+.1%}"] for r, (t, _) in timed.items()]
+    print(table(rows, ["residual", "seconds (median of 5)", "overhead vs prenorm (median of paired rounds)"]))
+    print(f"\nblock AttnRes overhead: {overhead['attnres_block']:.1%} (target <= 10%)")
 
 
 if __name__ == "__main__":
