@@ -47,6 +47,23 @@ def test_chunked_equals_recurrent_and_float64(T, chunk, with_state, strong):
         assert_close("recurrent_vs_chunked", ref_S, S, name=f"{name} final state")
 
 
+def test_long_sequences_run_as_segments_exactly(monkeypatch):
+    """A 300-token run as 64-token segments (the state carried across, the last one partial): output,
+    final state and gradients as the float64 recurrence has them."""
+    import archprobe.ops.ssd as ssd
+
+    monkeypatch.setattr(ssd, "SEGMENT_BYTES", 1)   # the smallest segment: one chunk
+    x, dt, A, Bm, Cm = make(1, 300, 2, 4, 3, strong=True)
+    S0 = torch.randn(1, 2, 4, 3)
+    ref_y, ref_S = reference(x, dt, A, Bm, Cm, S0)
+    y, S = ssd.ssd_chunked(x, dt, A, Bm, Cm, initial_state=S0, output_final_state=True, chunk_size=64)
+    assert_close("recurrent_vs_chunked", ref_y, y, name="segmented output")
+    assert_close("recurrent_vs_chunked", ref_S, S, name="segmented final state")
+    weight = torch.linspace(-1, 1, 300 * 2 * 4).view(1, 300, 2, 4)
+    assert_fast_gradients(("x", "dt", "A", "B", "C"), (x, dt, A, Bm, Cm), weight, reference, ssd_recurrent,
+                          lambda *a: ssd.ssd_chunked(*a, chunk_size=64))
+
+
 def test_empty_sequence_keeps_the_state():
     x, dt, A, Bm, Cm = make(1, 0, 2, 4, 3)
     S0 = torch.randn(1, 2, 4, 3)

@@ -51,15 +51,34 @@ def ssd_recurrent(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, *, initial_state=None, ou
     return y, (S if output_final_state else None)
 
 
+SEGMENT_BYTES = 8 << 20   # a segment's x, B and C in float32: its [C, C] tensors and copies stay a few MB
+
+
 def ssd_chunked(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, *, initial_state=None, output_final_state=False,
                 chunk_size=64):
-    """Same contract as `ssd_recurrent`: the chunked (matmul) form."""
+    """Same contract as `ssd_recurrent`: the chunked (matmul) form. Long sequences run as a chain of
+    segments with the state carried across (exact), so the working memory does not grow with T."""
     Bsz, T, H, P = x_BTHP.shape
     N = B_BTHN.shape[-1]
     if T == 0:
         return ssd_recurrent(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, initial_state=initial_state,
                              output_final_state=output_final_state)
-    Cc = chunk_size
+    per_token = Bsz * H * (P + 2 * N) * 4
+    L = max(chunk_size, SEGMENT_BYTES // max(1, per_token) // chunk_size * chunk_size)
+    S = (initial_state.float().reshape(Bsz * H, P, N) if initial_state is not None
+         else x_BTHP.new_zeros(Bsz * H, P, N, dtype=torch.float32))
+    parts = []
+    for start in range(0, T, L):
+        seg = slice(start, start + L)
+        part, S = _ssd_segment(x_BTHP[:, seg], dt_BTH[:, seg], A_H, B_BTHN[:, seg], C_BTHN[:, seg], S, chunk_size)
+        parts.append(part)
+    y = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+    return y, (S.view(Bsz, H, P, N) if output_final_state else None)
+
+
+def _ssd_segment(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, S, Cc):
+    """One segment from state S [R, P, N]: returns (y [B, T, H, P] float32, the state after it)."""
+    Bsz, T, H, P = x_BTHP.shape
     pad = (-T) % Cc
     NC = (T + pad) // Cc
     R = Bsz * H
@@ -79,12 +98,9 @@ def ssd_chunked(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, *, initial_state=None, outp
     q_decayed = Cm * cum.clamp(min=EXP_FLOOR).exp()                                # exp(cum_r) C_r
     u_to_end = u * L[:, :, -1, :].unsqueeze(-1)                                    # exp(sum of a after s) u_s
     decay_last = cum[:, :, -1:].clamp(min=EXP_FLOOR).exp()                         # [NC, R, 1, 1]
-    S = (initial_state.float().reshape(R, P, N) if initial_state is not None
-         else x_BTHP.new_zeros(R, P, N, dtype=torch.float32))
     outs = []
     for n in range(NC):   # the sequential part: read the state out, then carry it over the chunk
         outs.append(q_decayed[n] @ S.mT)
         S = S * decay_last[n] + u_to_end[n].mT @ Bm[n]
     y = y + torch.stack(outs)
-    y = y.view(NC, Bsz, H, Cc, P).permute(1, 0, 3, 2, 4).reshape(Bsz, NC * Cc, H, P)[:, :T]
-    return y, (S.view(Bsz, H, P, N) if output_final_state else None)
+    return y.view(NC, Bsz, H, Cc, P).permute(1, 0, 3, 2, 4).reshape(Bsz, NC * Cc, H, P)[:, :T], S
