@@ -20,9 +20,8 @@ Legend: B batch, T tokens, H heads, P head dim, N state size, C chunk size, R = 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-EXP_FLOOR = -87.0   # below it float32's exp is subnormal or zero, and CPU exp kernels run ~10x slower
+from archprobe.ops.chunking import chunk_major, decay_exp
 
 
 def segment_sums(a):
@@ -79,25 +78,20 @@ def ssd_chunked(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, *, initial_state=None, outp
 def _ssd_segment(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, S, Cc):
     """One segment from state S [R, P, N]: returns (y [B, T, H, P] float32, the state after it)."""
     Bsz, T, H, P = x_BTHP.shape
-    pad = (-T) % Cc
-    NC = (T + pad) // Cc
     R = Bsz * H
-
-    def chunk_major(t):  # [B, T, H, X] -> [NC, R, C, X], float32, zero-padded (a zero dt adds nothing)
-        t = F.pad(t.float(), (0, 0, 0, 0, 0, pad)) if pad else t.float()
-        return t.view(Bsz, NC, Cc, H, -1).permute(1, 0, 3, 2, 4).reshape(NC, R, Cc, t.shape[-1]).contiguous()
-
-    dt = chunk_major(dt_BTH.unsqueeze(-1))                                         # [NC, R, C, 1]
-    u = chunk_major(x_BTHP) * dt                                                   # dt x
-    Bm, Cm = chunk_major(B_BTHN), chunk_major(C_BTHN)
+    # [NC, R, C, X] float32, zero-padded to whole chunks (a zero dt adds nothing)
+    dt = chunk_major(dt_BTH.unsqueeze(-1), Cc, torch.float32)                      # [NC, R, C, 1]
+    NC = dt.shape[0]
+    u = chunk_major(x_BTHP, Cc, torch.float32) * dt                                # dt x
+    Bm, Cm = chunk_major(B_BTHN, Cc, torch.float32), chunk_major(C_BTHN, Cc, torch.float32)
     a = (dt * A_H.float().repeat(Bsz).view(1, R, 1, 1)).squeeze(-1)               # log-decay per token [NC, R, C]
     seg = segment_sums(a)                                                          # [NC, R, C, C]
-    L = seg.clamp(min=EXP_FLOOR).exp().masked_fill(seg == -float("inf"), 0.0)
+    L = decay_exp(seg).masked_fill(seg == -float("inf"), 0.0)
     y = ((Cm @ Bm.mT) * L) @ u                                                     # intra-chunk, [NC, R, C, P]
     cum = a.cumsum(-1).unsqueeze(-1)                                               # a direct sum from the start
-    q_decayed = Cm * cum.clamp(min=EXP_FLOOR).exp()                                # exp(cum_r) C_r
+    q_decayed = Cm * decay_exp(cum)                                                # exp(cum_r) C_r
     u_to_end = u * L[:, :, -1, :].unsqueeze(-1)                                    # exp(sum of a after s) u_s
-    decay_last = cum[:, :, -1:].clamp(min=EXP_FLOOR).exp()                         # [NC, R, 1, 1]
+    decay_last = decay_exp(cum[:, :, -1:])                                         # [NC, R, 1, 1]
     outs = []
     for n in range(NC):   # the sequential part: read the state out, then carry it over the chunk
         outs.append(q_decayed[n] @ S.mT)

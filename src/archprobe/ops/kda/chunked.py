@@ -25,19 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
+
+from archprobe.ops.chunking import chunk_major, decay_exp
 
 SUB = 32            # rows per sub-block of the decayed products
 MAX_SPAN = 80.0     # the largest exponent one factor may carry: exp(80) ~ 5.5e34, far from float32's 3.4e38
 EXPLICIT_SUB = 16   # sub-blocks of the explicit form, whose [S, S, K] decay tensor grows with S^2
-EXP_FLOOR = -87.0   # below this float32's exp is subnormal or zero, and CPU exp kernels run ~10x slower there
-
-
-def _decay_exp(x):
-    """exp of a log-decay difference (<= 0), arguments below EXP_FLOOR raised to it: the result moves by
-    less than exp(-87) ~ 1.6e-38, and the exp stays on the CPU kernels' fast path (measured: ~7x faster
-    over a chunk-64 decay range under K3's -5 bound)."""
-    return x.clamp(min=EXP_FLOOR).exp()
 
 
 def _explicit_products(x_NRCK, y_NRCK, G_NRCK, include_diagonal: bool):
@@ -52,15 +45,15 @@ def _explicit_products(x_NRCK, y_NRCK, G_NRCK, include_diagonal: bool):
     Gs = G_NRCK.view(*lead, n_sub, s, K)
     diff = Gs.unsqueeze(-2) - Gs.unsqueeze(-3)                      # [.., s(r), s(s), K]
     keep = torch.ones(s, s, dtype=torch.bool, device=x_NRCK.device).tril(0 if include_diagonal else -1)
-    decay = torch.where(keep[..., None], _decay_exp(diff.clamp(max=0.0)), 0.0)   # above the diagonal diff > 0
+    decay = torch.where(keep[..., None], decay_exp(diff.clamp(max=0.0)), 0.0)   # above the diagonal diff > 0
     diag = torch.einsum("...irc,...isc,...irsc->...irs", xs, ys, decay)
     for i in range(n_sub):
         out[..., i * s:(i + 1) * s, i * s:(i + 1) * s] = diag[..., i, :, :]
         if i == 0:
             continue
         ref = G_NRCK[..., i * s - 1, :].unsqueeze(-2)                  # G at the end of the previous block
-        xf = xs[..., i, :, :] * _decay_exp(Gs[..., i, :, :] - ref)         # <= 1
-        yf = y_NRCK[..., :i * s, :] * _decay_exp(ref - G_NRCK[..., :i * s, :])   # <= 1
+        xf = xs[..., i, :, :] * decay_exp(Gs[..., i, :, :] - ref)         # <= 1
+        yf = y_NRCK[..., :i * s, :] * decay_exp(ref - G_NRCK[..., :i * s, :])   # <= 1
         out[..., i * s:(i + 1) * s, :i * s] = xf @ yf.mT
     return out
 
@@ -77,8 +70,8 @@ class Decayed:
 
 def _with_direct_exps(A_kk, P_qk, q_NRCK, k_NRCK, G_NRCK) -> Decayed:
     """The products given; exp(G) and exp(G_last - G) each an exp of its own (both <= 1, any decay)."""
-    exp_G, G_last = _decay_exp(G_NRCK), G_NRCK[..., -1:, :]
-    return Decayed(A_kk, P_qk, q_NRCK * exp_G, k_NRCK * exp_G, k_NRCK * _decay_exp(G_last - G_NRCK))
+    exp_G, G_last = decay_exp(G_NRCK), G_NRCK[..., -1:, :]
+    return Decayed(A_kk, P_qk, q_NRCK * exp_G, k_NRCK * exp_G, k_NRCK * decay_exp(G_last - G_NRCK))
 
 
 def _explicit(q_NRCK, k_NRCK, G_NRCK) -> Decayed:
@@ -125,8 +118,8 @@ def _factored(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed | None:
     for j in range(n - 1):   # every later row against block j, around G at block j's end: two factors <= 1
         block, later = slice(j * s, (j + 1) * s), slice((j + 1) * s, C)
         end = last[..., j, :, :]
-        col = (k_NRCK[..., block, :] * _decay_exp(end - G_NRCK[..., block, :])).mT
-        rows = _decay_exp(G_NRCK[..., later, :] - end)
+        col = (k_NRCK[..., block, :] * decay_exp(end - G_NRCK[..., block, :])).mT
+        rows = decay_exp(G_NRCK[..., later, :] - end)
         out_k[..., later, block] = (k_NRCK[..., later, :] * rows) @ col
         out_q[..., later, block] = (q_NRCK[..., later, :] * rows) @ col
     return _with_direct_exps(out_k.tril_(-1), out_q.tril_(0), q_NRCK, k_NRCK, G_NRCK)
@@ -173,15 +166,8 @@ def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state,
     pad = (-T) % C
     N = (T + pad) // C
 
-    def chunk_major(x):  # [B, T, H, X] -> [N, R, C, X] in the compute dtype, zero-padded (one copy)
-        x = x.to(dt)
-        if pad:
-            x = F.pad(x, (0, 0, 0, 0, 0, pad))
-        # contiguous even where reshape could return a view (B = 1): every later op follows this layout
-        return x.view(B, N, C, H, -1).permute(1, 0, 3, 2, 4).reshape(N, R, C, x.shape[-1]).contiguous()
-
-    q, k, v, g = (chunk_major(x) for x in (q_BTHK, k_BTHK, v_BTHV, g_BTHK))
-    beta = chunk_major(beta_BTH.unsqueeze(-1))                      # [N, R, C, 1]
+    q, k, v, g = (chunk_major(x, C, dt) for x in (q_BTHK, k_BTHK, v_BTHV, g_BTHK))
+    beta = chunk_major(beta_BTH.unsqueeze(-1), C, dt)              # [N, R, C, 1]
     G = torch.ones(C, C, dtype=dt, device=q.device).tril_() @ g     # the in-chunk cumsum, as a matmul (faster)
     grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, g, beta, initial_state))
     d = _factored(q, k, G, inference=not grad) or _explicit(q, k, G)
@@ -190,7 +176,7 @@ def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state,
     inverse = torch.linalg.solve_triangular(d.A_kk * beta, eye.expand_as(d.A_kk), upper=False, unitriangular=True)
     inverse = inverse * beta.mT
     W, U = inverse @ d.k_decayed, inverse @ v
-    decay_last = _decay_exp(G[..., -1:, :]).mT                            # [N, R, K, 1]
+    decay_last = decay_exp(G[..., -1:, :]).mT                        # [N, R, K, 1]
     S0 = (torch.zeros(R, K, V, dtype=dt, device=q.device) if initial_state is None
           else initial_state.to(dt).reshape(R, K, V))
     o, v_new, S = _state_loop(S0, U, W, decay_last, d.k_to_end, d.q_decayed, grad)
