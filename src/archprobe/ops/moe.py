@@ -52,7 +52,7 @@ def moe_route(logits_TE: torch.Tensor, top_k: int, *, score: str = "sigmoid", bi
     return weights * scale, experts
 
 
-ExpertFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+ExpertFn = Callable[[torch.Tensor, int, torch.Tensor], torch.Tensor]   # (x [n, L], e, scale [n, 1]) -> [n, L']
 
 
 def glu_expert(activation: Callable) -> Callable:
@@ -65,7 +65,7 @@ def glu_expert(activation: Callable) -> Callable:
     return run
 
 
-def moe_dense_reference(x_TL, weights_TK, experts_TK, expert_fn, num_experts: int):
+def moe_dense_reference(x_TL, weights_TK, experts_TK, expert_fn: ExpertFn, num_experts: int):
     """Every expert on every token, combined with the routing weights (fp32 accumulation)."""
     T = x_TL.shape[0]
     full = torch.zeros(T, num_experts, dtype=torch.float32, device=x_TL.device)
@@ -77,7 +77,7 @@ def moe_dense_reference(x_TL, weights_TK, experts_TK, expert_fn, num_experts: in
     return out.to(x_TL.dtype)
 
 
-def moe_dispatch(x_TL, weights_TK, experts_TK, expert_fn, num_experts: int):
+def moe_dispatch(x_TL, weights_TK, experts_TK, expert_fn: ExpertFn, num_experts: int):
     """Sort (token, slot) pairs by expert, then run each expert once on its contiguous run of tokens
     (applying its routing weights) and scatter-add the result back. Per-expert gathers stay small, so no
     [T*K, width] buffer is ever allocated (fresh large buffers cost more in page faults than the copies)."""
