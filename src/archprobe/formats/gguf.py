@@ -190,9 +190,19 @@ def read_gguf(path: str | os.PathLike) -> tuple[Header, dict, dict]:
     return header, meta, gguf_config(meta)
 
 
-def gguf_models(names: list[str]) -> tuple[dict[str, list[str]], list[str]]:
-    """GGUF file names grouped into models (split shards `-00001-of-00003.gguf` together, in order),
-    and the vision projectors (`mmproj*`), which are not a language model's weights."""
+def split_shard_names(name: str) -> list[str]:
+    """Every shard of the split GGUF that `name` is one of (`m-00002-of-00003.gguf` -> shards 1..3 beside
+    it, in order); [name] for a file that is not a split shard."""
+    m = SPLIT_NAME.match(os.path.basename(name))
+    if not m:
+        return [name]
+    folder = os.path.dirname(name)
+    return [os.path.join(folder, f"{m['base']}-{i:05d}-of-{m['count']}.gguf") for i in range(1, int(m["count"]) + 1)]
+
+
+def _models(names: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """GGUF file names grouped into models (split shards together, in order), and the vision projectors
+    (`mmproj*`), which are not a language model's weights."""
     groups: dict[str, list[str]] = {}
     projectors = []
     for n in sorted(names):
@@ -205,25 +215,27 @@ def gguf_models(names: list[str]) -> tuple[dict[str, list[str]], list[str]]:
 
 
 def _complete(files: list[str], where: str) -> list[str]:
-    """A split model's shards, checked to be all there (1..count of one count)."""
-    splits = [SPLIT_NAME.match(f) for f in files]
-    if not all(splits):
+    """A split model's shards, checked to be all there."""
+    if not all(SPLIT_NAME.match(os.path.basename(f)) for f in files):
         return files
-    count = int(splits[0]["count"])
-    numbers = sorted(int(m["no"]) for m in splits if int(m["count"]) == count)
-    if numbers != list(range(1, count + 1)):
-        missing = sorted(set(range(1, count + 1)) - set(numbers))
-        raise CheckpointError(f"{where}/{splits[0]['base']}", f"split GGUF of {count} files lacks shard(s) "
-                                                              f"{', '.join(map(str, missing)) or 'numbering'}")
+    expected = split_shard_names(files[0])
+    missing = [os.path.basename(e) for e in expected if e not in files]
+    if missing:
+        base = SPLIT_NAME.match(os.path.basename(files[0]))["base"]
+        raise CheckpointError(f"{where}/{base}", f"split GGUF of {len(expected)} files lacks shard(s) "
+                                                 f"{', '.join(missing)}")
     return files
 
 
-def choose_model(groups: dict[str, list[str]], sizes: dict[str, int | None], tag: str | None,
+def choose_model(names: list[str], sizes: dict[str, int | None], tag: str | None,
                  where: str) -> tuple[list[str], list[str]]:
-    """(the files of one model, warnings): the one `tag` names (a case-insensitive part of its name),
-    else the only one, else the largest (the closest to the original weights), the others listed."""
+    """(the files of one GGUF model among `names`, warnings): the model `tag` names (a case-insensitive
+    part of its name), else the only one, else the largest (the closest to the original weights), the
+    others listed. Vision projectors are listed, never chosen."""
+    groups, projectors = _models(names)
     if not groups:
         raise SourceError(f"{where}: no GGUF model files (only vision projectors)")
+    warnings = []
     if tag:
         hits = [k for k in groups if tag.lower() in os.path.basename(k).lower()]
         exact = [k for k in hits if os.path.basename(k).lower().endswith(tag.lower())]
@@ -232,15 +244,18 @@ def choose_model(groups: dict[str, list[str]], sizes: dict[str, int | None], tag
             listed = ", ".join(sorted(os.path.basename(k) for k in (hits or groups)))
             raise SourceError(f"{where}: {':' + tag!r} names {'no' if not hits else len(hits)} of the GGUF "
                               f"models here ({listed})", hint="name one model: org/name:TAG, TAG a part of its name")
-        return _complete(groups[hits[0]], where), []
-    if len(groups) == 1:
-        return _complete(next(iter(groups.values())), where), []
-    total = {k: sum(sizes.get(f) or 0 for f in files) for k, files in groups.items()}
-    pick = max(sorted(groups), key=lambda k: total[k])
-    others = ", ".join(os.path.basename(k) for k in sorted(groups) if k != pick)
-    note = (f"{len(groups)} GGUF models here; inspected the largest, {os.path.basename(pick)} (others: {others}); "
-            "choose one with org/name:TAG or a file path")
-    return _complete(groups[pick], where), [note]
+        pick = hits[0]
+    elif len(groups) == 1:
+        pick = next(iter(groups))
+    else:
+        total = {k: sum(sizes.get(f) or 0 for f in files) for k, files in groups.items()}
+        pick = max(sorted(groups), key=lambda k: total[k])
+        others = ", ".join(os.path.basename(k) for k in sorted(groups) if k != pick)
+        warnings.append(f"{len(groups)} GGUF models here; inspected the largest, {os.path.basename(pick)} "
+                        f"(others: {others}); choose one with org/name:TAG or a file path")
+    if projectors:
+        warnings.append(f"vision projector file(s) not inspected: {', '.join(projectors)}")
+    return _complete(groups[pick], where), warnings
 
 
 def gguf_config(meta: dict) -> dict:

@@ -204,13 +204,9 @@ def _in_parallel(names: list[str], read, progress: Progress | None) -> list:
 def _open_hub_gguf(reader: HubReader, files: dict, ggufs: list[str], tag: str | None, config: dict | None,
                    progress: Progress | None) -> RawCheckpoint:
     """One GGUF model of the repo (its split shards together): each header by Range reads."""
-    from archprobe.formats.gguf import choose_model, gguf_config, gguf_models, parse_gguf
+    from archprobe.formats.gguf import choose_model, gguf_config, parse_gguf
 
-    where = f"{reader.repo_id}@{reader.revision}"
-    groups, projectors = gguf_models(ggufs)
-    chosen, warnings = choose_model(groups, files, tag, where)
-    if projectors:
-        warnings.append(f"vision projector file(s) not inspected: {', '.join(projectors)}")
+    chosen, warnings = choose_model(ggufs, files, tag, f"{reader.repo_id}@{reader.revision}")
 
     def one(name: str):
         size = files.get(name)

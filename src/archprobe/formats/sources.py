@@ -131,7 +131,7 @@ def _open_local(source: str, progress: Progress | None) -> RawCheckpoint:
     if os.path.isfile(cfg_path):
         config = parse_config_bytes(_read_small(_check_inside(folder, cfg_path)), cfg_path)
     if single is not None and single.endswith(".gguf"):
-        return _open_gguf(_split_siblings(folder, single), source, config, warnings)
+        return _open_gguf(_split_siblings(single), source, config, warnings)
     if single is not None:
         if not single.endswith(".safetensors"):
             raise _unsupported_file(single)
@@ -151,13 +151,11 @@ def _open_local(source: str, progress: Progress | None) -> RawCheckpoint:
         if not paths:
             ggufs = [e for e in entries if e.endswith(".gguf")]
             if ggufs:
-                from archprobe.formats.gguf import choose_model, gguf_models
+                from archprobe.formats.gguf import choose_model
 
-                groups, projectors = gguf_models(ggufs)
                 sizes = {e: os.path.getsize(os.path.join(folder, e)) for e in ggufs}
-                chosen, notes = choose_model(groups, sizes, None, source)
-                warnings += notes + ([f"vision projector file(s) not inspected: {', '.join(projectors)}"]
-                                     if projectors else [])
+                chosen, notes = choose_model(ggufs, sizes, None, source)
+                warnings += notes
                 return _open_gguf([os.path.join(folder, e) for e in chosen], source, config, warnings)
             pickles = [e for e in entries if e.endswith(PICKLE_SUFFIXES)]
             if pickles:
@@ -179,18 +177,14 @@ def _open_local(source: str, progress: Progress | None) -> RawCheckpoint:
     return RawCheckpoint("local", os.path.abspath(source), None, config, headers, None, warnings)
 
 
-def _split_siblings(folder: str, path: str) -> list[str]:
+def _split_siblings(path: str) -> list[str]:
     """All shards of a split GGUF (`name-00002-of-00003.gguf` -> shards 1..3), else the file alone."""
-    from archprobe.formats.gguf import SPLIT_NAME
+    from archprobe.formats.gguf import split_shard_names
 
-    m = SPLIT_NAME.match(os.path.basename(path))
-    if not m:
-        return [path]
-    count = int(m["count"])
-    shards = [os.path.join(folder, f"{m['base']}-{i:05d}-of-{m['count']}.gguf") for i in range(1, count + 1)]
+    shards = split_shard_names(path)
     for shard in shards:
         if not os.path.isfile(shard):
-            raise CheckpointError(shard, f"shard of a {count}-file split GGUF is missing")
+            raise CheckpointError(shard, f"shard of a {len(shards)}-file split GGUF is missing")
     return shards
 
 
