@@ -54,18 +54,11 @@ class GatedRMSNorm(nn.Module):
         return (h * torch.sigmoid(gate.float())).to(x.dtype)
 
 
-class SiluGatedRMSNorm(nn.Module):
+class SiluGatedRMSNorm(RMSNorm):
     """Gated DeltaNet's output norm (Qwen3-Next): RMSNorm(x) * weight, then times silu(z)."""
 
-    def __init__(self, dim: int, eps: float = 1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
     def forward(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        h = rms_normalise(x, self.eps)
-        h = self.weight * h.to(x.dtype)
-        return (h * torch.nn.functional.silu(z.float())).to(x.dtype)
+        return (super().forward(x) * torch.nn.functional.silu(z.float())).to(x.dtype)
 
 
 def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
