@@ -37,6 +37,13 @@ def round_robin(forms: dict, rounds: int) -> dict[str, tuple[float, list[float]]
     return {name: (statistics.median(ts), ts) for name, ts in times.items()}
 
 
+def paired_ratio(timed: dict, slower: str, faster: str) -> float:
+    """Median over the rounds of round_robin's result of time(slower) / time(faster): how many times
+    faster `faster` ran, each round's two timings taken seconds apart."""
+    pairs = zip(timed[slower][1], timed[faster][1], strict=True)
+    return statistics.median(a / b for a, b in pairs)
+
+
 def table(rows: list[list], header: list[str]) -> str:
     cols = [header] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cols) for i in range(len(header))]

@@ -9,10 +9,8 @@ median of the paired rounds.
 
 from __future__ import annotations
 
-import statistics
-
 import torch
-from _util import round_robin, table
+from _util import paired_ratio, round_robin, table
 
 from archprobe.nn.decoder import HybridConfig, HybridDecoder
 
@@ -30,8 +28,7 @@ def main():
     with torch.no_grad():
         models = {residual: model(residual) for residual in ("prenorm", "attnres_block", "attnres_full")}
         timed = round_robin({r: (lambda m=m: m(ids)) for r, m in models.items()}, rounds=5)
-    base = timed["prenorm"][1]
-    overhead = {r: statistics.median(t / b - 1 for t, b in zip(ts, base, strict=True)) for r, (_, ts) in timed.items()}
+    overhead = {r: paired_ratio(timed, r, "prenorm") - 1 for r in timed}
     rows = [[r, f"{t:.3f}", f"{overhead[r]:+.1%}"] for r, (t, _) in timed.items()]
     print(table(rows, ["residual", "seconds (median of 5)", "overhead vs prenorm (median of paired rounds)"]))
     print(f"\nblock AttnRes overhead: {overhead['attnres_block']:.1%} (target <= 10%)")

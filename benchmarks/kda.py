@@ -19,12 +19,11 @@ Targets: >= 10x the best anchor at T=8192 and >= 10% of the fp32 roofline.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
-from _util import measured_fp32_peak, round_robin, table
+from _util import measured_fp32_peak, paired_ratio, round_robin, table
 
 from archprobe.ops.kda import kda_chunked
 
@@ -85,8 +84,7 @@ def main():
                 rows.append([f"H={H} K=V={K}", T, name, f"{T / times[name]:,.0f}", note, "-"])
             for C in CHUNKS:
                 name = f"archprobe kda_chunked C={C}"
-                ratio = (statistics.median(a / b for a, b in zip(timed[best][1], timed[name][1], strict=True))
-                         if best else None)
+                ratio = paired_ratio(timed, best, name) if best else None
                 share = T / times[name] / roof
                 vs = f"{ratio:.1f}x the faster anchor" if ratio else "no anchor"
                 err = f"{((o - ours[name]()[0]).norm() / o.norm()).item():.1e}" if o is not None else "-"

@@ -13,11 +13,10 @@ FLOPs counted: 3 matmuls x 2 x D x F per (token, slot). Targets: >= 1.0x the bes
 from __future__ import annotations
 
 import os
-import statistics
 
 import torch
 import torch.nn.functional as F
-from _util import measured_fp32_peak, round_robin, table
+from _util import measured_fp32_peak, paired_ratio, round_robin, table
 
 from archprobe.nn.moe import ExpertBank
 from archprobe.ops.moe import glu_expert, moe_dense_reference, moe_dispatch, moe_route
@@ -97,7 +96,7 @@ def main():
     name_ours = "archprobe moe_dispatch (sort by expert)"
     ours = times[name_ours]
     best_other = min((n for n in forms if n != name_ours), key=times.get)   # dense (timed once) is never it
-    paired = statistics.median(a / b for a, b in zip(timed[best_other][1], timed[name_ours][1], strict=True))
+    paired = paired_ratio(timed, best_other, name_ours)
     print(f"\ndispatch vs the best other form ({best_other}): {paired:.2f}x, the median of paired rounds "
           f"(target >= 1.0); "
           f"{flops / ours / PEAK:.1%} of the anchor fp32 peak, {flops / ours / peak_here:.1%} of the fp32 matmul "
