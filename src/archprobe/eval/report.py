@@ -10,7 +10,7 @@ from pathlib import Path
 from archprobe.eval import stats
 from archprobe.eval.checks import Evidence, nine_checks, verdict
 from archprobe.eval.ledger import OUTCOMES, Ledger
-from archprobe.eval.runner import load_slots
+from archprobe.eval.slot import load_slots
 
 SCHEMA = "archprobe.eval-report/1"
 
