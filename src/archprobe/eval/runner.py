@@ -44,7 +44,7 @@ class RunOptions:
     api_key_env: str = "OPENAI_API_KEY"
     isolate_network: bool = True
     max_turns: int = 30               # agent budget per attempt
-    max_tokens: int | None = None     # agent budget per attempt (prompt + completion)
+    max_tokens_agent: int | None = None   # agent budget per attempt (prompt + completion)
     price: dict | None = None         # Price.to_dict(): dollars per token, stored with the run
 
     def sampling(self, sample: int) -> dict:
@@ -105,7 +105,8 @@ def _options_of(run: dict, given: RunOptions) -> RunOptions:
     """A resume uses the run's recorded settings, so every attempt of a run asked the same way."""
     p = run["params"]
     keep = {k: p[k] for k in ("timeout_s", "max_retries", "backoff_s", "temperature", "max_tokens", "seed",
-                              "api_key_env", "isolate_network", "max_turns", "max_tokens", "price") if k in p}
+                              "api_key_env", "isolate_network", "max_turns", "max_tokens_agent", "price")
+            if k in p}
     return RunOptions(endpoint=run["endpoint"], model=run["model"], attempts=run["attempts_per_task"],
                       concurrency=given.concurrency, executor=given.executor, **keep)
 
@@ -154,7 +155,7 @@ async def _drive(ledger: Ledger, task_set: TaskSet, opts: RunOptions, run_id: st
                                min(task.timeout_s or opts.timeout_s, opts.timeout_s),
                                str(task_set.root / task.repo) if task.repo else None, opts.isolate_network,
                                str(task_set.root / task.hidden_tests) if task.hidden_tests else None,
-                               opts.max_turns, opts.max_tokens, opts.price)
+                               opts.max_turns, opts.max_tokens_agent, opts.price)
             async with semaphore:
                 ledger.start_attempt(run_id, aid, task.id, slot.sample, try_, prev.attempt_id if prev else None,
                                      {"sampling": spec.sampling, "timeout_s": spec.timeout_s})
