@@ -104,21 +104,35 @@ class Ledger:
         self._columns: dict[str, list[str]] = {}
 
     def _write_error(self, exc: sqlite3.Error) -> LedgerError:
+        import os
+
+        folder = self.path.resolve().parent
+        try:
+            read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY) or not os.access(folder, os.W_OK)
+        except OSError:
+            read_only = False
+        if read_only:
+            return write_error(self.path, sqlite3.OperationalError("read-only file system"))
         if "unable to open" in str(exc).lower():
             return LedgerError(f"{self.path}: cannot open or create the ledger here ({exc})",
                                hint="check the folder exists and is writable")
         return write_error(self.path, exc)
 
     def _migrate(self) -> None:
+        """One migration per transaction; the version is read inside it, so two processes opening a new
+        ledger at once never run the same migration twice."""
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version > len(MIGRATIONS):
             raise LedgerError(f"{self.path}: written by a newer archprobe (schema {version} > {len(MIGRATIONS)})",
                               hint="upgrade archprobe to read it")
-        for number in range(version, len(MIGRATIONS)):
+        while version < len(MIGRATIONS):
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                MIGRATIONS[number](self.db)
-                self.db.execute(f"PRAGMA user_version={number + 1}")
+                version = self.db.execute("PRAGMA user_version").fetchone()[0]
+                if version < len(MIGRATIONS):
+                    MIGRATIONS[version](self.db)
+                    version += 1
+                    self.db.execute(f"PRAGMA user_version={version}")
                 self.db.execute("COMMIT")
             except Exception:
                 self.db.execute("ROLLBACK")
