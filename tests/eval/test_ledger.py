@@ -32,9 +32,7 @@ def test_outcomes_and_attempts_are_append_only(ledger):
 def test_migrating_an_old_ledger_keeps_its_rows(tmp_path):
     path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path, isolation_level=None)
-    for statement in MIGRATIONS[0].split(";"):
-        if statement.strip():
-            db.execute(statement)
+    MIGRATIONS[0](db)
     db.execute("PRAGMA user_version=1")
     db.execute("INSERT INTO runs VALUES ('old', 0, 'archprobe', 'h', 't', 'm', 'e', 1, '{}', 'h', 'o', 1)")
     db.close()
@@ -42,6 +40,9 @@ def test_migrating_an_old_ledger_keeps_its_rows(tmp_path):
     assert book.run("old")["model"] == "m"
     with pytest.raises(sqlite3.DatabaseError, match="append-only"):
         book.db.execute("DELETE FROM runs")
+    # a row written before the chain existed is reported as outside it, not silently trusted
+    report = book.verify("old")
+    assert not report["ok"] and "not in the chain" in report["runs"][0]["breaks"][0]["problem"]
 
 
 def test_newer_or_foreign_files_are_refused(tmp_path):

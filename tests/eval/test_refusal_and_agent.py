@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import sys
 
@@ -55,8 +56,8 @@ def test_agent_command_runs_in_a_fresh_workspace(tmp_path, ledger):
     fix = BUILTIN.parent / "builtin" / "tasks.jsonl"
     reference = next(json.loads(line) for line in fix.read_text().splitlines() if "fix-median" in line)["reference"]
     body = reference.split("```python\n", 1)[1].rsplit("```", 1)[0]
-    (tmp_path / "fixed_stats.py").write_text(body)
-    agent = f"{sys.executable} -c \"import shutil; shutil.copy({str(tmp_path / 'fixed_stats.py')!r}, 'stats.py')\""
+    script = "open('stats.py', 'w').write(" + repr(body) + ")"
+    agent = f"{sys.executable} -c {shlex.quote(script)}"
     task = {"id": "fix", "prompt": "Fix stats.py.", "scorer": "command", "repo": "repos/fix_median",
             "test_command": f"{sys.executable} test_stats.py", "agent_command": agent}
     (folder / "tasks.jsonl").write_text(json.dumps(task) + "\n")
@@ -65,6 +66,7 @@ def test_agent_command_runs_in_a_fresh_workspace(tmp_path, ledger):
     rows = ledger.attempts(run_id)
     assert [r.outcome for r in rows] == ["pass", "pass"]
     for r in rows:
-        assert r.detail["agent"]["exit_code"] == 0 and r.detail["agent"]["network"].startswith("host network")
+        assert r.detail["agent"]["exit_code"] == 0
+        assert r.detail["agent"]["network"].endswith("host network (by request)")
         assert r.detail["workspace_start_hash"] == ts.tasks[0].repo_hash
     assert "return ordered[middle]\n" in (folder / "repos" / "fix_median" / "stats.py").read_text()  # untouched

@@ -5,7 +5,7 @@ import pytest
 
 from archprobe.eval import scorers
 from archprobe.eval.tasks import BUILTIN, TaskSetError, load_task_set
-from archprobe.eval.workspace import fresh_copy, tree_hash, write_files
+from archprobe.eval.workspace import EditError, fresh_copy, safe_write, tree_hash
 
 
 def test_builtin_task_set_loads_with_one_agentic_task(builtin):
@@ -71,7 +71,9 @@ def test_workspace_copy_is_verified_and_edits_stay_inside(tmp_path, builtin):
     task = next(t for t in builtin.tasks if t.agentic)
     dst = tmp_path / "w"
     assert fresh_copy(builtin.root / task.repo, dst, task.repo_hash) == task.repo_hash
-    written = write_files(dst, {"stats.py": "x = 1\n", "../escape.py": "bad", "/etc/passwd": "bad"})
-    assert written == ["stats.py"]
+    assert safe_write(dst, "stats.py", "x = 1\n") == "stats.py"
+    for bad in ("../escape.py", "/etc/passwd", "a\0b", "x/" * 600, "."):
+        with pytest.raises(EditError):
+            safe_write(dst, bad, "bad")
     assert not (tmp_path / "escape.py").exists()
     assert tree_hash(dst) != task.repo_hash

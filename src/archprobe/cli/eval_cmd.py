@@ -33,6 +33,14 @@ def run(tasks: Annotated[str, typer.Argument(help="Task-set folder (with tasks.j
         api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
         no_network_isolation: Annotated[bool, typer.Option(help="Run agentic test commands with the host "
                                                                 "network.")] = False,
+        price: Annotated[str | None, typer.Option(help="Dollars per token: input=3/M,output=15/M, or a YAML "
+                                                      "file (flat, or keyed by model name).")] = None,
+        max_turns: Annotated[int, typer.Option(min=1, help="Agent turns per attempt.")] = 30,
+        max_agent_tokens: Annotated[int | None, typer.Option(min=1, help="Agent tokens (prompt + completion) "
+                                                                       "per attempt.")] = None,
+        approve: Annotated[bool, typer.Option("--approve", help="Ask on the terminal before each command an "
+                                                                "agent runs; every answer is an intervention.")]
+        = False,
         json_out: JsonOpt = False, no_progress: NoProgressOpt = False) -> None:
     """Run every task N times; every attempt, retry and failure goes into the ledger.
 
@@ -41,20 +49,24 @@ def run(tasks: Annotated[str, typer.Argument(help="Task-set folder (with tasks.j
 
     def go() -> None:
         from archprobe.eval.ledger import Ledger
+        from archprobe.eval.pricing import parse_price
         from archprobe.eval.report import build_report
         from archprobe.eval.runner import RunOptions, new_run_id, run_eval
         from archprobe.eval.tasks import load_task_set
 
         task_set = load_task_set(tasks)
+        table = parse_price(price, model)
         opts = RunOptions(endpoint=endpoint, model=model, attempts=attempts, concurrency=concurrency,
                           executor=executor, timeout_s=timeout, max_retries=max_retries, backoff_s=backoff,
                           temperature=temperature, max_tokens=max_tokens, seed=seed, api_key_env=api_key_env,
-                          isolate_network=not no_network_isolation)
+                          isolate_network=not no_network_isolation, max_turns=max_turns,
+                          max_tokens_agent=max_agent_tokens, price=table.to_dict() if table else None)
+        hooks = {"approve": _terminal_approver()} if approve else {}
         book = Ledger(ledger)
         rid = run_id or new_run_id()
         try:
             with shard_progress(not no_progress and not json_out, "attempts") as progress:
-                run_eval(book, task_set, opts, run_id=rid, progress=progress)
+                run_eval(book, task_set, opts, run_id=rid, progress=None if approve else progress, hooks=hooks)
         except KeyboardInterrupt:
             typer.echo(f"interrupted: every finished attempt is in {ledger}; resume with --run-id {rid}", err=True)
             raise typer.Exit(130) from None
@@ -220,6 +232,88 @@ def standin(tasks: Annotated[str, typer.Argument(help="Task set whose answers th
             srv.stop()
 
     guarded(go)
+
+
+@app.command("verify")
+def verify(ledger: Annotated[str, typer.Argument(help="A ledger (.sqlite) or an exported run (.json).")],
+           run_id: Annotated[str | None, typer.Option(help="Check only this run.")] = None,
+           json_out: JsonOpt = False) -> None:
+    """Check every run's hash chain; name each row that was edited, deleted or inserted by hand.
+
+    Exit status 1 when any chain is broken. Example: archprobe eval verify archprobe-ledger.sqlite
+    """
+
+    def go() -> None:
+        doc = _verify(ledger, run_id)
+        if json_out:
+            print_json(doc)
+        else:
+            for r in doc["runs"]:
+                state = "intact" if r["ok"] else f"BROKEN at {len(r['breaks'])} place(s)"
+                typer.echo(f"run {r['run_id']}: {r['rows']} rows, chain {state}; head {r['head']['hash']}")
+                for b in r["breaks"]:
+                    typer.echo(f"  seq {b['seq']}  {b['key'] or '-'}: {b['problem']}")
+        if not doc["ok"]:
+            raise typer.Exit(1)
+
+    guarded(go)
+
+
+@app.command("export")
+def export(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER,
+           output: Annotated[str, typer.Option("-o", "--output", help="Write the run's chain here (JSON).")] = "-"
+           ) -> None:
+    """Write one run's rows with their hash chain, so a third party can run `eval verify` on it."""
+
+    def go() -> None:
+        import json
+        from pathlib import Path
+
+        doc = _existing(ledger).export_run(run_id)
+        if output == "-":
+            print_json(doc)
+        else:
+            Path(output).write_text(json.dumps(doc, indent=1))
+            typer.echo(f"exported {len(doc['rows'])} rows of {run_id} to {output}; head {doc['head']['hash']}")
+
+    guarded(go)
+
+
+def _verify(path: str, run_id: str | None) -> dict:
+    import json
+    from pathlib import Path
+
+    from archprobe.eval.ledger import LedgerError, verify_export
+
+    p = Path(path)
+    if p.suffix == ".json" and p.is_file():
+        try:
+            doc = json.loads(p.read_text(errors="replace"))
+        except (ValueError, RecursionError):
+            raise LedgerError(f"{p}: not JSON") from None
+        return verify_export(doc)
+    return _existing(path).verify(run_id)
+
+
+def _terminal_approver():
+    """Ask the person at the terminal before each agent command (one question at a time)."""
+    import asyncio
+
+    lock = asyncio.Lock()
+
+    async def approve(attempt_id: str, command: str) -> tuple[bool, str]:
+        async with lock:
+            def ask() -> str:
+                typer.echo(f"[{attempt_id}] the agent wants to run:\n  {command[:2000]!r}", err=True)
+                typer.echo("approve? [y/N] ", err=True, nl=False)
+                import sys
+
+                return sys.stdin.readline().strip().lower()
+
+            answer = await asyncio.to_thread(ask)
+        return answer in ("y", "yes"), "asked on the terminal"
+
+    return approve
 
 
 def _existing(path: str):

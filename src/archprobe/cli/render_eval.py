@@ -18,8 +18,19 @@ def render_report(r: dict) -> None:
     c.print("outcomes: " + "  ".join(f"{k} {v}" for k, v in o.items())
             + f"   attempts in all {r['attempts_total']}, retries {r['retries']}, interventions "
             + ("unknown" if r["interventions"] is None else str(r["interventions"])))
-    c.print(f"success rate [bold]{pct(r['success_rate'])}[/]  95% [{pct(r['ci95'][0])}, {pct(r['ci95'][1])}] "
-            f"({r['ci_method']})")
+    d = r.get("denominators") or {}
+    c.print(f"success rate [bold]{pct(r['success_rate'])}[/] of {d.get('scored')} scored  95% "
+            f"[{pct(r['ci95'][0])}, {pct(r['ci95'][1])}] ({r['ci_method']});  "
+            f"{pct(r.get('success_rate_errors_as_failures'))} of {d.get('settled')} settled with "
+            f"{d.get('unscored_errors')} error(s) and {d.get('unscored_timeouts')} timeout(s) counted as failures")
+    if r.get("faults"):
+        c.print("not passed, by where it arose: " + ", ".join(f"{k} {v}" for k, v in r["faults"].items()))
+    money = "unknown (no --price, or a count the server did not report)" if r.get("cost_usd") is None else \
+        f"${r['cost_usd']:.4f}"
+    c.print(f"minutes {r.get('minutes', 0):.2f}   dollars {money}")
+    ch = r.get("chain") or {}
+    c.print(f"ledger chain: {'intact' if ch.get('ok') else '[red]BROKEN[/] (archprobe eval verify)'}, "
+            f"{ch.get('rows')} rows, head {(ch.get('head') or {}).get('hash')}")
     if r.get("pass_at_k"):
         pk = r["pass_at_k"]
         c.print("pass@k " + ", ".join(f"k={k}: {v:.3f}" for k, v in pk["pass@k"].items()) + "   pass^k "

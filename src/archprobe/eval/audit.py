@@ -32,5 +32,11 @@ def audit_claim(doc: dict, where: str = "claim") -> dict:
     checks = nine_checks(evidence_from_claim(doc, where))
     v = verdict(checks)
     reasons = [f"{k} {checks[k]['status']}: {checks[k]['evidence']}" for k in failing(checks)]
+    chain = doc.get("chain") if isinstance(doc.get("chain"), dict) else None
+    if chain is not None and chain.get("ok") is not True:
+        # a report whose ledger chain is broken is not evidence of anything until the rows are explained
+        v = "methodological_lead"
+        reasons.append(f"the ledger's hash chain is broken at {len(chain.get('breaks') or [])} place(s)")
     return {"schema": SCHEMA, "claim": doc.get("claim") or doc.get("run_id"), "source": doc.get("source"),
-            "checks": checks, "verdict": v, "failing": failing(checks), "reasons": reasons}
+            "checks": checks, "verdict": v, "failing": failing(checks), "reasons": reasons,
+            "chain_ok": None if chain is None else chain.get("ok") is True}

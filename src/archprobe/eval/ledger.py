@@ -1,9 +1,10 @@
-"""The evaluation ledger: one SQLite file, numbered migrations, append-only outcomes.
+"""The evaluation ledger: one SQLite file, numbered migrations, append-only rows in a hash chain per run.
 
 Why SQLite in WAL mode with a commit per event: an attempt that the ledger acknowledged (committed)
-survives a SIGKILL of the process at any moment, and a resume can see exactly which attempts have
-no outcome. Outcomes, attempts and interventions are never updated or deleted (triggers refuse it):
-a retry is a new attempt row that points at the one it retries.
+survives a SIGKILL at any moment, and a resume sees exactly which attempts have no outcome. Rows are
+never updated or deleted (triggers refuse it), and each row of a run is chained to the one before it
+(chain.py), so a hand edit that gets past the triggers is still detected and located by `verify`.
+A full disk or a read-only file is a one-line LedgerError; what was committed before stays.
 """
 
 from __future__ import annotations
@@ -17,57 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archprobe.errors import ArchprobeError
+from archprobe.eval import chain
+from archprobe.eval.migrations import CHAINED, MIGRATIONS
 
 OUTCOMES = ("pass", "fail", "error", "timeout", "cancelled")
 INTERVENTION_KINDS = ("message", "approval", "fix")
-
-MIGRATIONS: list[str] = [
-    # 1: the core tables
-    """
-    CREATE TABLE runs (
-        run_id TEXT PRIMARY KEY, created_at REAL NOT NULL, source TEXT NOT NULL,
-        task_set_hash TEXT NOT NULL, task_set_path TEXT, model TEXT NOT NULL, endpoint TEXT NOT NULL,
-        attempts_per_task INTEGER NOT NULL, params TEXT NOT NULL, host TEXT NOT NULL, operator TEXT NOT NULL,
-        interventions_tracked INTEGER NOT NULL);
-    CREATE TABLE tasks (
-        run_id TEXT NOT NULL REFERENCES runs, task_id TEXT NOT NULL, position INTEGER NOT NULL,
-        content TEXT NOT NULL, PRIMARY KEY (run_id, task_id));
-    CREATE TABLE attempts (
-        attempt_id TEXT PRIMARY KEY, run_id TEXT NOT NULL REFERENCES runs, task_id TEXT NOT NULL,
-        sample INTEGER NOT NULL, try INTEGER NOT NULL, retry_of TEXT REFERENCES attempts,
-        started_at REAL NOT NULL, request TEXT NOT NULL);
-    CREATE INDEX attempts_by_run ON attempts (run_id, task_id, sample, try);
-    CREATE TABLE outcomes (
-        attempt_id TEXT PRIMARY KEY REFERENCES attempts,
-        outcome TEXT NOT NULL CHECK (outcome IN ('pass','fail','error','timeout','cancelled')),
-        seconds REAL, tokens_in INTEGER, tokens_out INTEGER, server_model TEXT, answer TEXT,
-        detail TEXT NOT NULL, recorded_at REAL NOT NULL);
-    CREATE TABLE interventions (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, attempt_id TEXT NOT NULL REFERENCES attempts,
-        kind TEXT NOT NULL CHECK (kind IN ('message','approval','fix')), note TEXT NOT NULL,
-        operator TEXT NOT NULL, recorded_at REAL NOT NULL);
-    CREATE TABLE events (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, at REAL NOT NULL, kind TEXT NOT NULL,
-        detail TEXT NOT NULL);
-    """,
-    # 2: nothing recorded is ever rewritten
-    "".join(f"""
-    CREATE TRIGGER {table}_no_{op} BEFORE {op.upper()} ON {table}
-    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: {table} rows are never {op}d'); END;
-    """ for table in ("outcomes", "attempts", "interventions", "runs") for op in ("update", "delete")),
-    # 3: `archprobe track` snapshots, reach and usage kept apart by a column that cannot be mixed up
-    """
-    CREATE TABLE signals (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL,
-        kind TEXT NOT NULL CHECK (kind IN ('reach','usage')), subject TEXT NOT NULL, source TEXT NOT NULL,
-        metric TEXT NOT NULL, value REAL NOT NULL, labels TEXT NOT NULL);
-    CREATE INDEX signals_by_subject ON signals (subject, kind, metric, at);
-    CREATE TRIGGER signals_no_update BEFORE UPDATE ON signals
-    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: signals rows are never updated'); END;
-    CREATE TRIGGER signals_no_delete BEFORE DELETE ON signals
-    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: signals rows are never deleted'); END;
-    """,
-]
+KEYS = {"runs": ("run_id",), "tasks": ("run_id", "task_id"), "attempts": ("attempt_id",),
+        "outcomes": ("attempt_id",), "interventions": ("id",), "events": ("id",), "steps": ("attempt_id", "n")}
+EXPORT_SCHEMA = "archprobe.eval-chain/1"
 
 
 class LedgerError(ArchprobeError):
@@ -88,6 +46,8 @@ class AttemptRow:
     server_model: str | None
     answer: str | None
     detail: dict
+    cost_usd: float | None = None
+    turns: int | None = None
 
 
 def whoami() -> tuple[str, str]:
@@ -100,6 +60,20 @@ def whoami() -> tuple[str, str]:
     except Exception:  # no passwd entry in some containers
         user = "unknown"
     return host, os.environ.get("ARCHPROBE_OPERATOR") or user
+
+
+def write_error(path: Path, exc: sqlite3.Error) -> LedgerError:
+    """The one-line message for a write the file system refused."""
+    text = str(exc).lower()
+    if "full" in text:
+        return LedgerError(f"{path}: disk full, the ledger cannot grow; everything committed before is kept",
+                           hint="free space, then run the same command again (same --run-id) to resume")
+    if "readonly" in text or "read-only" in text:
+        return LedgerError(f"{path}: the ledger is read-only here",
+                           hint="use a writable --ledger path (a copy is fine), then resume with the same --run-id")
+    if "locked" in text or "busy" in text:
+        return LedgerError(f"{path}: another process kept the ledger locked for too long ({exc})")
+    return LedgerError(f"{path}: the ledger could not be written ({exc})")
 
 
 class Ledger:
@@ -121,20 +95,44 @@ class Ledger:
             self.db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
             self.db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
+        except sqlite3.OperationalError as exc:
+            if any(w in str(exc).lower() for w in ("readonly", "read-only", "full", "unable to open")):
+                raise self._write_error(exc) from None
+            raise LedgerError(f"{self.path}: not a usable SQLite ledger ({exc})") from None
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"{self.path}: not a usable SQLite ledger ({exc})") from None
+        self._columns: dict[str, list[str]] = {}
+
+    def _write_error(self, exc: sqlite3.Error) -> LedgerError:
+        import os
+
+        folder = self.path.resolve().parent
+        try:
+            read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY) or not os.access(folder, os.W_OK)
+        except OSError:
+            read_only = False
+        if read_only:
+            return write_error(self.path, sqlite3.OperationalError("read-only file system"))
+        if "unable to open" in str(exc).lower():
+            return LedgerError(f"{self.path}: cannot open or create the ledger here ({exc})",
+                               hint="check the folder exists and is writable")
+        return write_error(self.path, exc)
 
     def _migrate(self) -> None:
+        """One migration per transaction; the version is read inside it, so two processes opening a new
+        ledger at once never run the same migration twice."""
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version > len(MIGRATIONS):
             raise LedgerError(f"{self.path}: written by a newer archprobe (schema {version} > {len(MIGRATIONS)})",
                               hint="upgrade archprobe to read it")
-        for number in range(version, len(MIGRATIONS)):
+        while version < len(MIGRATIONS):
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                for statement in _statements(MIGRATIONS[number]):
-                    self.db.execute(statement)
-                self.db.execute(f"PRAGMA user_version={number + 1}")
+                version = self.db.execute("PRAGMA user_version").fetchone()[0]
+                if version < len(MIGRATIONS):
+                    MIGRATIONS[version](self.db)
+                    version += 1
+                    self.db.execute(f"PRAGMA user_version={version}")
                 self.db.execute("COMMIT")
             except Exception:
                 self.db.execute("ROLLBACK")
@@ -143,27 +141,139 @@ class Ledger:
     def close(self) -> None:
         self.db.close()
 
+    def transaction(self):
+        """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on an exception); write failures become LedgerError."""
+        return _Transaction(self)
+
+    # -- the chain ------------------------------------------------------------------------------
+    def _append(self, run_id: str, table: str, values: dict) -> None:
+        """Insert one row as the next link of run_id's chain (inside an open transaction)."""
+        head = self.db.execute("SELECT seq, hash FROM chain_heads WHERE run_id=?", (run_id,)).fetchone()
+        seq, prev = (head[0] + 1, head[1]) if head else (0, chain.genesis(run_id))
+        values = {k: int(v) if isinstance(v, bool) else v for k, v in values.items()}
+        values["seq"] = seq
+        digest = chain.row_hash(prev, table, values)
+        cols = [*values, "prev_hash", "row_hash"]
+        self.db.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                        [*values.values(), prev, digest])
+        self.db.execute("INSERT INTO chain_heads VALUES (?,?,?) ON CONFLICT(run_id) DO UPDATE SET "
+                        "seq=excluded.seq, hash=excluded.hash", (run_id, seq, digest))
+
+    def chain_rows(self, run_id: str) -> list[chain.ChainRow]:
+        rows = []
+        for table in CHAINED:
+            names = self._table_columns(table)
+            # SQLite assigns `id` after the hash is made, so it is a locator, not content (seq orders rows)
+            content = [c for c in names if c not in ("prev_hash", "row_hash", "id")]
+            for r in self.db.execute(f"SELECT {', '.join(names)} FROM {table} WHERE run_id=?", (run_id,)):
+                doc = dict(zip(names, r, strict=True))
+                values = {c: doc[c] for c in content}
+                key = table + ":" + "/".join(str(doc[k]) for k in KEYS[table])
+                rows.append(chain.ChainRow(table, key, values, doc["prev_hash"], doc["row_hash"]))
+        return sorted(rows, key=lambda r: (r.seq is None, r.seq if isinstance(r.seq, int) else 0, r.table))
+
+    def _table_columns(self, table: str) -> list[str]:
+        if table not in self._columns:
+            self._columns[table] = [d[0] for d in self.db.execute(f"SELECT * FROM {table} LIMIT 0").description]
+        return self._columns[table]
+
+    def verify(self, run_id: str | None = None) -> dict:
+        """Check the chain of one run (or every run); every break is located by table, key and seq."""
+        run_ids = [run_id] if run_id else [r[0] for r in self.db.execute(
+            "SELECT run_id FROM runs UNION SELECT run_id FROM chain_heads UNION SELECT run_id FROM attempts "
+            "UNION SELECT run_id FROM events ORDER BY 1")]
+        out = []
+        for rid in run_ids:
+            rows = self.chain_rows(rid)
+            head = self.db.execute("SELECT seq, hash FROM chain_heads WHERE run_id=?", (rid,)).fetchone()
+            breaks = chain.check(rid, rows, tuple(head) if head else None)
+            orphans = self._orphans(rid)
+            out.append({"run_id": rid, "rows": len(rows), "head": chain.head_of(rid, rows),
+                        "ok": not breaks and not orphans, "breaks": breaks + orphans})
+        return {"schema": "archprobe.eval-verify/1", "ledger": str(self.path), "ok": all(r["ok"] for r in out),
+                "runs": out}
+
+    def _orphans(self, run_id: str) -> list[dict]:
+        """Outcomes or interventions with no run_id (inserted by hand without one) that point at this run."""
+        found = []
+        for table in ("outcomes", "interventions"):
+            for (key,) in self.db.execute(f"SELECT t.attempt_id FROM {table} t JOIN attempts a USING (attempt_id) "
+                                          f"WHERE a.run_id=? AND t.run_id IS NULL", (run_id,)):
+                found.append({"seq": None, "table": table, "key": f"{table}:{key}",
+                              "problem": "row is not in the chain (inserted by hand)"})
+        return found
+
+    def export_run(self, run_id: str) -> dict:
+        """The run's rows in chain order with their hashes, so a third party can verify it (verify_export)."""
+        self.run(run_id)
+        rows = self.chain_rows(run_id)
+        return {"schema": EXPORT_SCHEMA, "run_id": run_id, "head": chain.head_of(run_id, rows),
+                "rows": [r.to_dict() for r in rows]}
+
+    # -- tables owned by other packages ---------------------------------------------------------
+    def register_table(self, name: str, columns: dict[str, str], indexes: dict[str, tuple[str, ...]] | None = None,
+                       append_only: bool = True) -> None:
+        """Create a table (if missing) for another package, e.g. track's `signals`; idempotent."""
+        if not name.isidentifier() or name in CHAINED or name.startswith("sqlite"):
+            raise ValueError(f"table name {name!r} is not available")
+        with self.transaction():
+            cols = ", ".join(f"{c} {decl}" for c, decl in columns.items())
+            self.db.execute(f"CREATE TABLE IF NOT EXISTS {name} (id INTEGER PRIMARY KEY AUTOINCREMENT, {cols})")
+            for index, on in (indexes or {}).items():
+                self.db.execute(f"CREATE INDEX IF NOT EXISTS {index} ON {name} ({', '.join(on)})")
+            if append_only:
+                for op in ("update", "delete"):
+                    self.db.execute(f"CREATE TRIGGER IF NOT EXISTS {name}_no_{op} BEFORE {op.upper()} ON {name} "
+                                    f"BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: {name} rows are never "
+                                    f"{op}d'); END")
+
+    def insert_rows(self, table: str, rows: list[dict]) -> None:
+        """Append rows to a registered table, in one transaction."""
+        if not rows:
+            return
+        cols = list(rows[0])
+        with self.transaction():
+            self.db.executemany(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                                [[r[c] for c in cols] for r in rows])
+
+    def select(self, table: str, columns: list[str], where: dict | None = None, order_by: list[str] | None = None,
+               distinct: bool = False) -> list[dict]:
+        """Rows of a registered table as dicts: equality filters only, columns named by the caller."""
+        exists = self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone()
+        if not exists:
+            return []
+        sql = f"SELECT {'DISTINCT ' if distinct else ''}{', '.join(columns)} FROM {table}"
+        params = []
+        if where:
+            sql += " WHERE " + " AND ".join(f"{k}=?" for k in where)
+            params = list(where.values())
+        if order_by:
+            sql += " ORDER BY " + ", ".join(order_by)
+        return [dict(zip(columns, r, strict=True)) for r in self.db.execute(sql, params)]
+
     # -- runs ---------------------------------------------------------------------------------
     def create_run(self, run_id: str, *, source: str, task_set_hash: str, task_set_path: str, model: str,
                    endpoint: str, attempts_per_task: int, params: dict, tasks: list[tuple[str, dict]],
                    interventions_tracked: bool = True, host: str | None = None, operator: str | None = None) -> None:
         me_host, me_op = whoami()
         with self.transaction():
-            self.db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                            (run_id, time.time(), source, task_set_hash, task_set_path, model, endpoint,
-                             attempts_per_task, json.dumps(params), host or me_host, operator or me_op,
-                             int(interventions_tracked)))
-            self.db.executemany("INSERT INTO tasks VALUES (?,?,?,?)",
-                                [(run_id, tid, n, json.dumps(content)) for n, (tid, content) in enumerate(tasks)])
+            self._append(run_id, "runs", {
+                "run_id": run_id, "created_at": time.time(), "source": source, "task_set_hash": task_set_hash,
+                "task_set_path": task_set_path, "model": model, "endpoint": endpoint,
+                "attempts_per_task": attempts_per_task, "params": json.dumps(params), "host": host or me_host,
+                "operator": operator or me_op, "interventions_tracked": int(interventions_tracked)})
+            for n, (tid, content) in enumerate(tasks):
+                self._append(run_id, "tasks", {"run_id": run_id, "task_id": tid, "position": n,
+                                               "content": json.dumps(content)})
             self._event(run_id, "run_created", {"attempts_per_task": attempts_per_task})
 
     def run(self, run_id: str) -> dict:
-        row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        names = [c for c in self._table_columns("runs") if c not in chain.CHAIN_COLUMNS]
+        row = self.db.execute(f"SELECT {', '.join(names)} FROM runs WHERE run_id=?", (run_id,)).fetchone()
         if row is None:
             known = [r[0] for r in self.db.execute("SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 5")]
             raise LedgerError(f"{self.path}: no run {run_id!r}",
                               hint=("recent runs: " + ", ".join(known)) if known else "the ledger has no runs yet")
-        names = [d[0] for d in self.db.execute("SELECT * FROM runs LIMIT 0").description]
         doc = dict(zip(names, row, strict=True))
         doc["params"] = json.loads(doc["params"])
         doc["interventions_tracked"] = bool(doc["interventions_tracked"])
@@ -187,25 +297,43 @@ class Ledger:
     def start_attempt(self, run_id: str, attempt_id: str, task_id: str, sample: int, try_: int,
                       retry_of: str | None, request: dict) -> None:
         with self.transaction():
-            self.db.execute("INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?)",
-                            (attempt_id, run_id, task_id, sample, try_, retry_of, time.time(), json.dumps(request)))
+            self._append(run_id, "attempts", {"attempt_id": attempt_id, "run_id": run_id, "task_id": task_id,
+                                              "sample": sample, "try": try_, "retry_of": retry_of,
+                                              "started_at": time.time(), "request": json.dumps(request)})
 
     def record_outcome(self, attempt_id: str, outcome: str, *, seconds: float | None = None,
                        tokens_in: int | None = None, tokens_out: int | None = None, server_model: str | None = None,
-                       answer: str | None = None, detail: dict | None = None) -> None:
+                       answer: str | None = None, detail: dict | None = None, cost_usd: float | None = None,
+                       turns: int | None = None, steps: list[dict] | None = None,
+                       approvals: list[dict] | None = None) -> None:
+        """The outcome, the agent's steps and the operator's approvals of one attempt, in one transaction."""
         if outcome not in OUTCOMES:
             raise ValueError(outcome)
+        run_id = self.attempt_run(attempt_id)
         with self.transaction():
-            self.db.execute("INSERT INTO outcomes VALUES (?,?,?,?,?,?,?,?,?)",
-                            (attempt_id, outcome, seconds, tokens_in, tokens_out, server_model, answer,
-                             json.dumps(detail or {}), time.time()))
+            for n, step in enumerate(steps or []):
+                self._append(run_id, "steps", {"attempt_id": attempt_id, "run_id": run_id, "n": n,
+                                               "kind": str(step.get("kind")), "detail": json.dumps(step)})
+            for a in approvals or []:
+                self._intervention(run_id, attempt_id, "approval",
+                                   f"{'approved' if a['approved'] else 'refused'}: {a['command']}"
+                                   + (f" ({a['note']})" if a.get("note") else ""))
+            self._append(run_id, "outcomes", {
+                "attempt_id": attempt_id, "outcome": outcome, "seconds": seconds, "tokens_in": tokens_in,
+                "tokens_out": tokens_out, "server_model": server_model, "answer": answer,
+                "detail": json.dumps(detail or {}), "recorded_at": time.time(), "run_id": run_id,
+                "cost_usd": cost_usd, "turns": turns})
 
     def attempts(self, run_id: str) -> list[AttemptRow]:
         rows = self.db.execute(
             "SELECT a.attempt_id, a.task_id, a.sample, a.try, a.retry_of, o.outcome, o.seconds, o.tokens_in, "
-            "o.tokens_out, o.server_model, o.answer, o.detail FROM attempts a LEFT JOIN outcomes o "
-            "USING (attempt_id) WHERE a.run_id=? ORDER BY a.rowid", (run_id,))
-        return [AttemptRow(*r[:11], json.loads(r[11]) if r[11] else {}) for r in rows]
+            "o.tokens_out, o.server_model, o.answer, o.detail, o.cost_usd, o.turns FROM attempts a "
+            "LEFT JOIN outcomes o USING (attempt_id) WHERE a.run_id=? ORDER BY a.rowid", (run_id,))
+        return [AttemptRow(*r[:11], json.loads(r[11]) if r[11] else {}, r[12], r[13]) for r in rows]
+
+    def steps(self, attempt_id: str) -> list[dict]:
+        rows = self.db.execute("SELECT detail FROM steps WHERE attempt_id=? ORDER BY n", (attempt_id,))
+        return [json.loads(d) for (d,) in rows]
 
     def attempt_run(self, attempt_id: str) -> str:
         row = self.db.execute("SELECT run_id FROM attempts WHERE attempt_id=?", (attempt_id,)).fetchone()
@@ -220,14 +348,23 @@ class Ledger:
             raise LedgerError(f"unknown intervention kind {kind!r}", hint="one of " + ", ".join(INTERVENTION_KINDS))
         run_id = self.attempt_run(attempt_id)
         with self.transaction():
-            self.db.execute("INSERT INTO interventions (attempt_id, kind, note, operator, recorded_at) "
-                            "VALUES (?,?,?,?,?)", (attempt_id, kind, note, whoami()[1], time.time()))
-            self._event(run_id, "intervention", {"attempt_id": attempt_id, "kind": kind})
+            self._intervention(run_id, attempt_id, kind, note)
+
+    def _intervention(self, run_id: str, attempt_id: str, kind: str, note: str) -> None:
+        self._append(run_id, "interventions", {"attempt_id": attempt_id, "kind": kind, "note": note,
+                                               "operator": whoami()[1], "recorded_at": time.time(),
+                                               "run_id": run_id})
+        self._event(run_id, "intervention", {"attempt_id": attempt_id, "kind": kind})
 
     def interventions(self, run_id: str) -> list[dict]:
         rows = self.db.execute("SELECT i.attempt_id, i.kind, i.note, i.operator, i.recorded_at FROM interventions i "
                                "JOIN attempts a USING (attempt_id) WHERE a.run_id=? ORDER BY i.id", (run_id,))
         return [dict(zip(("attempt_id", "kind", "note", "operator", "recorded_at"), r, strict=True)) for r in rows]
+
+    def attempt_interventions(self, attempt_id: str) -> list[dict]:
+        rows = self.db.execute("SELECT kind, note FROM interventions WHERE attempt_id=? AND kind != 'approval' "
+                               "ORDER BY id", (attempt_id,))
+        return [{"kind": k, "note": n} for k, n in rows]
 
     def event(self, run_id: str, kind: str, detail: dict) -> None:
         with self.transaction():
@@ -238,37 +375,48 @@ class Ledger:
         return [{"at": at, "kind": kind, "detail": json.loads(d)} for at, kind, d in rows]
 
     def _event(self, run_id: str, kind: str, detail: dict) -> None:
-        self.db.execute("INSERT INTO events (run_id, at, kind, detail) VALUES (?,?,?,?)",
-                        (run_id, time.time(), kind, json.dumps(detail)))
-
-    def transaction(self):
-        """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on an exception), as a context manager."""
-        return _Transaction(self.db)
+        self._append(run_id, "events", {"run_id": run_id, "at": time.time(), "kind": kind,
+                                        "detail": json.dumps(detail)})
 
 
 class _Transaction:
-    def __init__(self, db: sqlite3.Connection):
-        self.db = db
+    def __init__(self, ledger: Ledger):
+        self.ledger = ledger
 
     def __enter__(self):
-        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.ledger.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise write_error(self.ledger.path, exc) from None
 
     def __exit__(self, kind, exc, tb):
-        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+        db = self.ledger.db
+        if kind is None:
+            try:
+                db.execute("COMMIT")
+                return False
+            except sqlite3.OperationalError as err:
+                exc = err
+                kind = type(err)
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.OperationalError):
+            raise write_error(self.ledger.path, exc) from None
         return False
 
 
-def _statements(script: str) -> list[str]:
-    """Split a migration into statements; triggers keep their inner `;` (BEGIN ... END)."""
-    out, buf = [], []
-    for part in script.split(";"):
-        buf.append(part)
-        text = ";".join(buf).strip()
-        if not text:
-            buf = []
-            continue
-        if text.upper().startswith("CREATE TRIGGER") and not text.upper().endswith("END"):
-            continue
-        out.append(text)
-        buf = []
-    return out
+def verify_export(doc: dict) -> dict:
+    """Check an exported run (EXPORT_SCHEMA) without the ledger it came from."""
+    if not isinstance(doc, dict) or doc.get("schema") != EXPORT_SCHEMA or not isinstance(doc.get("rows"), list):
+        raise LedgerError(f"not an exported run (schema {EXPORT_SCHEMA})")
+    run_id = str(doc.get("run_id"))
+    try:
+        rows = [chain.ChainRow(r["table"], r["key"], r["values"], r.get("prev_hash"), r.get("row_hash"))
+                for r in doc["rows"]]
+    except (KeyError, TypeError):
+        raise LedgerError("exported run: every row needs table, key, values, prev_hash and row_hash") from None
+    head = doc.get("head") or {}
+    breaks = chain.check(run_id, rows, (head["seq"], head["hash"]) if isinstance(head.get("seq"), int) else None)
+    return {"schema": "archprobe.eval-verify/1", "ok": not breaks, "runs": [
+        {"run_id": run_id, "rows": len(rows), "head": chain.head_of(run_id, rows), "ok": not breaks,
+         "breaks": breaks}]}

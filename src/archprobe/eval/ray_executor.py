@@ -35,7 +35,7 @@ def ensure_ray():
     return _remote
 
 
-async def ray_execute(spec: AttemptSpec, client=None) -> AttemptResult:
+async def ray_execute(spec: AttemptSpec, client=None, hooks=None) -> AttemptResult:
     remote = ensure_ray()
     result = await asyncio.wrap_future(remote.remote(asdict(spec)).future())
     return AttemptResult(**result)

@@ -10,7 +10,7 @@ from pathlib import Path
 from archprobe.eval import stats
 from archprobe.eval.checks import Evidence, nine_checks, verdict
 from archprobe.eval.ledger import OUTCOMES, Ledger
-from archprobe.eval.runner import load_slots
+from archprobe.eval.slot import load_slots
 
 SCHEMA = "archprobe.eval-report/1"
 
@@ -50,6 +50,11 @@ def build_report(ledger: Ledger, run_id: str, ci: str = "auto", other_ledgers: l
         scored_by_task.append((passes, len(scored)))
 
     interval = _interval(scored_by_task, ci)
+    settled_finals = [s.chain[-1] for s in slots if s.settled(max_retries)]
+    unscored = [f for f in settled_finals if f.outcome not in ("pass", "fail")]
+    passes_all = sum(f.outcome == "pass" for f in settled_finals)
+    costs = [r.cost_usd for r in rows if r.outcome is not None]
+    chain_state = ledger.verify(run_id)["runs"][0]
     n_min = min((n for _, n in scored_by_task if n), default=0)
     reruns = independent_reruns(run, [ledger, *other_ledgers])
     incomplete = sum(1 for r in rows if r.outcome is None)
@@ -75,18 +80,42 @@ def build_report(ledger: Ledger, run_id: str, ci: str = "auto", other_ledgers: l
         "interventions": len(interventions) if tracked else None,
         "assisted_attempts": len(assisted_ids) if tracked else None,
         "success_rate": None if math.isnan(interval.rate) else interval.rate,
+        # the same passes over every settled slot, errors and timeouts counted as not passed: a server
+        # that errs where it would fail moves this number, and the two side by side show it
+        "success_rate_errors_as_failures": passes_all / len(settled_finals) if settled_finals else None,
+        "denominators": {"scored": sum(n for _, n in scored_by_task), "settled": len(settled_finals),
+                         "unscored_errors": sum(f.outcome == "error" for f in unscored),
+                         "unscored_timeouts": sum(f.outcome == "timeout" for f in unscored)},
+        "faults": _faults(rows),
+        "cost_usd": None if not costs or any(c is None for c in costs) else sum(costs),
+        "price": params.get("price"),
+        "minutes": sum(r.seconds or 0.0 for r in rows) / 60.0,
+        "chain": {"ok": chain_state["ok"], "head": chain_state["head"], "rows": chain_state["rows"],
+                  "breaks": chain_state["breaks"]},
         "ci95": [interval.low, interval.high], "ci_method": interval.method,
         "success_rate_unassisted": _rate(*split["unassisted"]), "success_rate_assisted": _rate(*split["assisted"]),
         "pass_at_k": _pass_k(scored_by_task, n_min),
         "per_task": per_task,
         "attempts": [{"attempt_id": r.attempt_id, "task_id": r.task_id, "sample": r.sample, "outcome": r.outcome,
-                      "seconds": r.seconds, "tokens_in": r.tokens_in, "tokens_out": r.tokens_out,
+                      "seconds": r.seconds, "minutes": None if r.seconds is None else r.seconds / 60.0,
+                      "tokens_in": r.tokens_in, "tokens_out": r.tokens_out, "cost_usd": r.cost_usd,
+                      "turns": r.turns, "fault": r.detail.get("fault"), "tampered": r.detail.get("tampered"),
                       "retry_of": r.retry_of, "server_model": r.server_model,
                       "reason": r.detail.get("reason"), "assisted": r.attempt_id in assisted_ids} for r in rows],
         "interventions_list": interventions,
         "isolation": isolation, "independent_reruns": reruns,
         "checks": checks, "verdict": verdict(checks),
     }
+
+
+def _faults(rows) -> dict:
+    """Where the non-passing outcomes arose: model, endpoint, judge, harness."""
+    out: dict[str, int] = {}
+    for r in rows:
+        if r.outcome and r.outcome != "pass":
+            key = r.detail.get("fault") or ("interrupted" if r.outcome == "cancelled" else "unattributed")
+            out[key] = out.get(key, 0) + 1
+    return out
 
 
 def _rate(passes: int, n: int) -> dict:

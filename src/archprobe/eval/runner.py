@@ -17,11 +17,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 from archprobe.errors import ArchprobeError
-from archprobe.eval.attempt import AttemptResult, AttemptSpec, make_client, run_attempt
-from archprobe.eval.ledger import AttemptRow, Ledger
+from archprobe.eval.attempt import AttemptResult, AttemptSpec, run_attempt
+from archprobe.eval.client import make_http_client
+from archprobe.eval.ledger import AttemptRow, Ledger, LedgerError
+from archprobe.eval.lock import RunLock
+from archprobe.eval.slot import Slot, load_slots
 from archprobe.eval.tasks import TaskSet
 
-FINAL = ("pass", "fail")
+__all__ = ["RunOptions", "Slot", "attempt_id", "load_slots", "new_run_id", "run_eval"]
 INTERRUPTED = "interrupted: the process ended before this attempt's outcome was recorded"
 
 
@@ -40,6 +43,9 @@ class RunOptions:
     seed: int | None = 0
     api_key_env: str = "OPENAI_API_KEY"
     isolate_network: bool = True
+    max_turns: int = 30               # agent budget per attempt
+    max_tokens_agent: int | None = None   # agent budget per attempt (prompt + completion)
+    price: dict | None = None         # Price.to_dict(): dollars per token, stored with the run
 
     def sampling(self, sample: int) -> dict:
         out: dict = {}
@@ -52,24 +58,6 @@ class RunOptions:
         return out
 
 
-@dataclass
-class Slot:
-    task_id: str
-    sample: int
-    chain: list[AttemptRow]
-
-    def failures(self) -> int:
-        return sum(1 for a in self.chain if a.outcome in ("error", "timeout"))
-
-    def settled(self, max_retries: int) -> bool:
-        last = self.chain[-1] if self.chain else None
-        if last is None or last.outcome is None or last.outcome == "cancelled":
-            return False
-        if last.outcome in FINAL or self.failures() > max_retries:
-            return True
-        return last.detail.get("retryable") is False  # e.g. HTTP 400: asking again gives the same answer
-
-
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
 
@@ -79,10 +67,20 @@ def attempt_id(run_id: str, task_id: str, sample: int, try_: int) -> str:
 
 
 def run_eval(ledger: Ledger, task_set: TaskSet, opts: RunOptions, run_id: str | None = None,
-             progress: Callable[[int, int], None] | None = None) -> str:
-    """Create (or resume) a run and drive every slot to a settled state. Returns the run id."""
+             progress: Callable[[int, int], None] | None = None, hooks: dict | None = None) -> str:
+    """Create (or resume) a run and drive every slot to a settled state. Returns the run id.
+
+    hooks (local executor only): `approve(attempt_id, command) -> (bool, note)` awaitable, asked before
+    each command an agent runs; interventions recorded by `eval intervene` reach the agent by themselves.
+    """
     _executor(opts)  # an unknown executor is refused before anything is written
     run_id = run_id or new_run_id()
+    with RunLock(ledger.path, run_id):
+        _run_locked(ledger, task_set, opts, run_id, progress, hooks or {})
+    return run_id
+
+
+def _run_locked(ledger, task_set, opts, run_id, progress, hooks) -> None:
     if ledger.has_run(run_id):
         run = ledger.run(run_id)
         if run["task_set_hash"] != task_set.hash:
@@ -100,15 +98,15 @@ def run_eval(ledger: Ledger, task_set: TaskSet, opts: RunOptions, run_id: str | 
         ledger.create_run(run_id, source="archprobe", task_set_hash=task_set.hash, task_set_path=str(task_set.root),
                           model=opts.model, endpoint=opts.endpoint, attempts_per_task=opts.attempts, params=params,
                           tasks=[(t.id, asdict(t)) for t in task_set.tasks])
-    asyncio.run(_drive(ledger, task_set, opts, run_id, progress))
-    return run_id
+    asyncio.run(_drive(ledger, task_set, opts, run_id, progress, hooks))
 
 
 def _options_of(run: dict, given: RunOptions) -> RunOptions:
     """A resume uses the run's recorded settings, so every attempt of a run asked the same way."""
     p = run["params"]
     keep = {k: p[k] for k in ("timeout_s", "max_retries", "backoff_s", "temperature", "max_tokens", "seed",
-                              "api_key_env", "isolate_network") if k in p}
+                              "api_key_env", "isolate_network", "max_turns", "max_tokens_agent", "price")
+            if k in p}
     return RunOptions(endpoint=run["endpoint"], model=run["model"], attempts=run["attempts_per_task"],
                       concurrency=given.concurrency, executor=given.executor, **keep)
 
@@ -124,16 +122,7 @@ def _served_models(opts: RunOptions) -> list[str] | None:
         return None
 
 
-def load_slots(rows: list[AttemptRow], task_ids: list[str], attempts: int) -> list[Slot]:
-    """The (task, sample) grid with each slot's attempt chain, from a run's attempt rows."""
-    chains: dict[tuple[str, int], list[AttemptRow]] = {}
-    for row in rows:
-        chains.setdefault((row.task_id, row.sample), []).append(row)
-    return [Slot(t, s, sorted(chains.get((t, s), []), key=lambda a: a.try_)) for t in task_ids
-            for s in range(attempts)]
-
-
-async def _drive(ledger: Ledger, task_set: TaskSet, opts: RunOptions, run_id: str, progress) -> None:
+async def _drive(ledger: Ledger, task_set: TaskSet, opts: RunOptions, run_id: str, progress, hooks: dict) -> None:
     slots = load_slots(ledger.attempts(run_id), [t.id for t in task_set.tasks], opts.attempts)
     for slot in slots:  # close what a dead process left open
         last = slot.chain[-1] if slot.chain else None
@@ -146,7 +135,10 @@ async def _drive(ledger: Ledger, task_set: TaskSet, opts: RunOptions, run_id: st
         progress(done, len(slots))
     execute = _executor(opts)
     semaphore = asyncio.Semaphore(max(1, opts.concurrency))
-    client = make_client(opts.endpoint, opts.api_key_env, opts.timeout_s) if opts.executor == "local" else None
+    client = make_http_client(opts.concurrency) if opts.executor == "local" else None
+    local_hooks = {}
+    if opts.executor == "local":
+        local_hooks = {"approve": hooks.get("approve"), "operator_messages": ledger.attempt_interventions}
 
     async def settle(slot: Slot) -> None:
         nonlocal done
@@ -159,24 +151,31 @@ async def _drive(ledger: Ledger, task_set: TaskSet, opts: RunOptions, run_id: st
                 await asyncio.sleep(min(wait, 30.0) * (0.5 + random.random() / 2))
             aid = attempt_id(run_id, task.id, slot.sample, try_)
             spec = AttemptSpec(aid, f"{task.id}/{slot.sample}/{try_}", asdict(task), opts.endpoint, opts.model,
-                               opts.api_key_env, opts.sampling(slot.sample), opts.timeout_s,
-                               str(task_set.root / task.repo) if task.repo else None, opts.isolate_network)
+                               opts.api_key_env, opts.sampling(slot.sample),
+                               min(task.timeout_s or opts.timeout_s, opts.timeout_s),
+                               str(task_set.root / task.repo) if task.repo else None, opts.isolate_network,
+                               str(task_set.root / task.hidden_tests) if task.hidden_tests else None,
+                               opts.max_turns, opts.max_tokens_agent, opts.price)
             async with semaphore:
                 ledger.start_attempt(run_id, aid, task.id, slot.sample, try_, prev.attempt_id if prev else None,
                                      {"sampling": spec.sampling, "timeout_s": spec.timeout_s})
                 try:
-                    result = await execute(spec, client)
+                    result = await execute(spec, client, local_hooks)
+                except LedgerError:
+                    raise
                 except Exception as exc:  # a harness fault is an `error`, recorded, never a pass or fail
-                    result = AttemptResult("error", 0.0, detail={"reason": f"harness: {type(exc).__name__}: {exc}"})
+                    result = AttemptResult("error", 0.0, detail={"reason": f"harness: {type(exc).__name__}: "
+                                                                           f"{str(exc)[:300]}", "fault": "harness"})
             detail = {**result.detail, "retryable": result.retryable}
             if result.retry_after_s is not None:
                 detail["retry_after_s"] = result.retry_after_s
             ledger.record_outcome(aid, result.outcome, seconds=result.seconds, tokens_in=result.tokens_in,
                                   tokens_out=result.tokens_out, server_model=result.server_model,
-                                  answer=result.answer, detail=detail)
+                                  answer=result.answer, detail=detail, cost_usd=result.cost_usd, turns=result.turns,
+                                  steps=result.steps, approvals=result.approvals)
             slot.chain.append(AttemptRow(aid, task.id, slot.sample, try_, prev.attempt_id if prev else None,
                                          result.outcome, result.seconds, result.tokens_in, result.tokens_out,
-                                         result.server_model, result.answer, detail))
+                                         result.server_model, result.answer, detail, result.cost_usd, result.turns))
         done += 1
         if progress:
             progress(done, len(slots))
@@ -185,7 +184,7 @@ async def _drive(ledger: Ledger, task_set: TaskSet, opts: RunOptions, run_id: st
         await asyncio.gather(*(settle(s) for s in todo))
     finally:
         if client is not None:
-            await client.close()
+            await client.aclose()
     ledger.event(run_id, "drive_finished", {"slots": len(slots)})
 
 

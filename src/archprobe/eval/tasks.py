@@ -13,7 +13,7 @@ from pathlib import Path
 
 from archprobe.errors import ArchprobeError
 from archprobe.eval.scorers import SCORERS
-from archprobe.eval.workspace import tree_hash
+from archprobe.eval.workspace import check_starting_repo, tree_hash
 
 BUILTIN = Path(__file__).parent / "builtin"
 MAX_TASKS_BYTES = 64 * 1024 * 1024
@@ -38,6 +38,11 @@ class Task:
     agent_command: str | None = None
     timeout_s: float | None = None
     repo_hash: str | None = None
+    hidden_tests: str | None = None           # folder copied over the workspace just before the final test
+    hidden_hash: str | None = None
+    visible_test_command: str | None = None   # what the agent's run_tests tool runs (default: test_command)
+    protected: tuple[str, ...] = ()           # more files restored from the starting repo before the tests
+    difficulty: str | None = None
 
     @property
     def agentic(self) -> bool:
@@ -91,6 +96,8 @@ def task_set_hash(tasks_jsonl: bytes, tasks: list[Task]) -> str:
     for t in tasks:
         if t.repo_hash:
             h.update(f"\0{t.id}\0{t.repo_hash}".encode())
+        if t.hidden_hash:
+            h.update(f"\0{t.id}\0hidden\0{t.hidden_hash}".encode())
     return "sha256:" + h.hexdigest()
 
 
@@ -120,13 +127,38 @@ def _parse_task(root: Path, jsonl: Path, lineno: int, line: str) -> Task:
     if scorer == "command" and not obj.get("test_command"):
         raise TaskSetError(f"{where}: the command scorer needs a `test_command`")
     if repo is not None:
-        repo_path = (root / str(repo)).resolve()
-        if not repo_path.is_relative_to(root.resolve()) or not repo_path.is_dir():
-            raise TaskSetError(f"{where}: starting repository {repo!r} is not a folder inside the task set")
-        repo_hash = tree_hash(repo_path)
+        repo_hash = _folder_hash(root, repo, where, "starting repository")
+    hidden = obj.get("hidden_tests")
+    hidden_hash = _folder_hash(root, hidden, where, "hidden tests folder") if hidden is not None else None
+    if (hidden is not None or repo is not None) and not obj.get("test_command"):
+        raise TaskSetError(f"{where}: an agentic task needs a `test_command`")
+    protected = obj.get("protected") or []
+    if not (isinstance(protected, list) and all(isinstance(p, str) for p in protected)):
+        raise TaskSetError(f"{where}: `protected` must be a list of paths")
+    if scorer == "regex":
+        import re
+
+        try:
+            re.compile(str(obj.get("target")))
+        except re.error as exc:
+            raise TaskSetError(f"{where}: the regex target does not compile ({exc})") from None
     timeout = obj.get("timeout_s")
     if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
         raise TaskSetError(f"{where}: `timeout_s` must be a positive number")
     return Task(id=str(task_id), messages=tuple(messages), scorer=scorer, target=obj.get("target"),
                 reference=obj.get("reference"), repo=repo, test_command=obj.get("test_command"),
-                agent_command=obj.get("agent_command"), timeout_s=timeout, repo_hash=repo_hash)
+                agent_command=obj.get("agent_command"), timeout_s=timeout, repo_hash=repo_hash,
+                hidden_tests=hidden, hidden_hash=hidden_hash, visible_test_command=obj.get("visible_test_command"),
+                protected=tuple(protected), difficulty=obj.get("difficulty"))
+
+
+def _folder_hash(root: Path, rel, where: str, what: str) -> str:
+    """A folder of the task set, refused if it leaves the set or holds links out, FIFOs or devices."""
+    path = (root / str(rel)).resolve()
+    if not path.is_relative_to(root.resolve()) or not path.is_dir():
+        raise TaskSetError(f"{where}: {what} {rel!r} is not a folder inside the task set")
+    try:
+        check_starting_repo(root / str(rel))
+    except ArchprobeError as exc:
+        raise TaskSetError(f"{where}: {exc.message}", hint=exc.hint) from None
+    return tree_hash(path)
