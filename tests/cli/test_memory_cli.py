@@ -31,6 +31,7 @@ def test_memory_sweep_plot_and_budget(tmp_path):
 
 def test_memory_bad_input_is_one_line(tmp_path):
     r = run("memory", "--context", "lots", env={"ARCHPROBE_CACHE": str(tmp_path)})
-    assert r.returncode == 2 and r.stderr.startswith("error: not a token count") and "Traceback" not in r.stderr
+    assert r.returncode == 2 and r.stderr.startswith("error: --context 'lots': not a token count")
+    assert "Traceback" not in r.stderr
     r = run("memory", "--kv-dtype", "fp5", env={"ARCHPROBE_CACHE": str(tmp_path)})
     assert r.returncode == 2 and "unknown dtype" in r.stderr

@@ -1,9 +1,8 @@
-"""Shared CLI pieces: option aliases, JSON output, one-line errors, progress bars."""
+"""Shared CLI pieces: option aliases, JSON output, progress bars (errors: cli/errors.py, mapped in main.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -11,25 +10,12 @@ from typing import Annotated
 
 import typer
 
-from archprobe.errors import ArchprobeError
-
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON (see contracts.md).")]
 NoProgressOpt = Annotated[bool, typer.Option("--no-progress", help="No progress bar.")]
-DEBUG_ENV = "ARCHPROBE_DEBUG"
 
 
 def print_json(doc: dict) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
-
-
-def fail(exc: ArchprobeError) -> None:
-    """One line on stderr (and a hint), exit status 2; tracebacks only with ARCHPROBE_DEBUG=1."""
-    if os.environ.get(DEBUG_ENV):
-        raise exc
-    typer.echo(f"error: {exc.message}", err=True)
-    if exc.hint:
-        typer.echo(f"hint: {exc.hint}", err=True)
-    raise typer.Exit(2)
 
 
 @contextmanager
@@ -57,7 +43,5 @@ def _stderr_console():
 
 
 def guarded(fn: Callable[[], None]) -> None:
-    try:
-        fn()
-    except ArchprobeError as exc:
-        fail(exc)
+    """Runs `fn`. Kept for commands not yet unwrapped: errors are mapped once, in cli/main.py."""
+    fn()

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, NoProgressOpt, guarded, print_json, shard_progress
+from archprobe.cli._common import JsonOpt, NoProgressOpt, print_json, shard_progress
 from archprobe.cli.inspect_cmd import SourceArg
 
 STYLE = {"supported": "green", "handled": "green", "missing": "red", "unverified": "yellow", "unknown": "red",
@@ -23,42 +23,42 @@ def adapt(source: SourceArg = None,
     Example: archprobe adapt ./Kimi-K3 ; archprobe adapt org/model --json
     """
 
-    def run() -> None:
-        from archprobe.adapt.adapt import FRAMEWORKS
-        from archprobe.adapt.adapt import adapt as adapt_doc
-        from archprobe.errors import ArchprobeError
+    from archprobe.adapt.adapt import FRAMEWORKS
+    from archprobe.adapt.adapt import adapt as adapt_doc
+    from archprobe.errors import ArchprobeError
 
-        bad = [f for f in framework or [] if f not in FRAMEWORKS]
-        if bad:
-            raise ArchprobeError(f"unknown framework {bad[0]!r}", hint="one of " + ", ".join(FRAMEWORKS))
-        with shard_progress(not no_progress and not json_out) as progress:
-            doc = adapt_doc(source, progress=progress, only=framework)
-        if json_out:
-            print_json(doc)
-            return
-        render_adapt(doc)
+    bad = [f for f in framework or [] if f not in FRAMEWORKS]
+    if bad:
+        raise ArchprobeError(f"unknown framework {bad[0]!r}", hint="one of " + ", ".join(FRAMEWORKS))
+    with shard_progress(not no_progress and not json_out) as progress:
+        doc = adapt_doc(source, progress=progress, only=framework)
+    if json_out:
+        print_json(doc)
+        return
+    render_adapt(doc)
 
-    guarded(run)
 
 
 def render_adapt(doc: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    c = Console()
+    from archprobe.cli.textsafe import SafeConsole, line, styled
+
+    c = SafeConsole()
     declared = doc.get("wrapper_model_type") or doc["model_type"]
-    c.print(f"[bold]{declared}[/] ({', '.join(doc['architectures'] or [])}) — {len(doc['features'])} detected features")
+    c.print(line((declared, "bold"), f" ({', '.join(doc['architectures'] or [])}) — {len(doc['features'])} "
+                                     "detected features"))
     t = Table("framework", "version", "status", "known as", "missing")
     for r in doc["frameworks"]:
         st = r["status"]
-        t.add_row(r["framework"], r["version"] or "", f"[{STYLE.get(st, 'white')}]{st}[/]", r["known_as"] or "",
+        t.add_row(r["framework"], r["version"] or "", styled(st, STYLE.get(st, "white")), r["known_as"] or "",
                   ", ".join(r["missing"]))
     c.print(t)
     installed = [r for r in doc["frameworks"] if r["installed"] and r["features"]]
     if installed:
         m = Table("feature", *[r["framework"] for r in installed])
         for fid in doc["features"]:
-            m.add_row(fid, *[f"[{STYLE.get(s, 'white')}]{s}[/]" for s in
+            m.add_row(fid, *[styled(s, STYLE.get(s, "white")) for s in
                              (doc["matrix"][fid][r["framework"]] for r in installed)])
         c.print(m)
     for r in doc["frameworks"]:
@@ -66,5 +66,5 @@ def render_adapt(doc: dict) -> None:
             if row["status"] != "handled":
                 c.print(f"  {r['framework']}: {row['feature']} {row['status']}: {row['why']}")
         for note in r["notes"]:
-            c.print(f"  [dim]{r['framework']}: {note}[/]")
-    c.print(f"[dim]{doc['note']}[/]")
+            c.print(styled(f"  {r['framework']}: {note}", "dim"))
+    c.print(styled(doc["note"], "dim"))

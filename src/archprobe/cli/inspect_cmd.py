@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, NoProgressOpt, guarded, print_json, shard_progress
+from archprobe.cli._common import JsonOpt, NoProgressOpt, print_json, shard_progress
 
 SourceArg = Annotated[str | None, typer.Argument(
     help="Local folder, .safetensors/.gguf file, or hub repo id org/name[@revision][:GGUF_TAG] "
@@ -20,36 +20,32 @@ def inspect(source: SourceArg = None, json_out: JsonOpt = False, no_progress: No
     Examples: archprobe inspect ./Kimi-K3 ; archprobe inspect moonshotai/Kimi-K3@main --json
     """
 
-    def run() -> None:
-        from archprobe.structure.inspect import inspect_checkpoint
+    from archprobe.structure.inspect import inspect_checkpoint
 
-        with shard_progress(not no_progress and not json_out) as progress:
-            doc = inspect_checkpoint(source, progress=progress)
-        if json_out:
-            print_json(doc)
-        else:
-            from archprobe.cli.render import render_inspect
+    with shard_progress(not no_progress and not json_out) as progress:
+        doc = inspect_checkpoint(source, progress=progress)
+    if json_out:
+        print_json(doc)
+    else:
+        from archprobe.cli.render import render_inspect
 
-            render_inspect(doc)
+        render_inspect(doc)
 
-    guarded(run)
 
 
 def demo(json_out: JsonOpt = False) -> None:
     """Write the embedded K3-shaped demo checkpoint (once, into the cache) and inspect it."""
 
-    def run() -> None:
-        from archprobe.demo import demo_checkpoint
-        from archprobe.structure.inspect import inspect_checkpoint
+    from archprobe.demo import demo_checkpoint
+    from archprobe.structure.inspect import inspect_checkpoint
 
-        path = demo_checkpoint()
-        doc = inspect_checkpoint(str(path))
-        if json_out:
-            print_json(doc)
-            return
-        from archprobe.cli.render import render_inspect
+    path = demo_checkpoint()
+    doc = inspect_checkpoint(str(path))
+    if json_out:
+        print_json(doc)
+        return
+    from archprobe.cli.render import render_inspect
 
-        typer.echo(f"demo checkpoint: {path}")
-        render_inspect(doc)
+    typer.echo(f"demo checkpoint: {path}")
+    render_inspect(doc)
 
-    guarded(run)

@@ -6,21 +6,23 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, NoProgressOpt, guarded, print_json, shard_progress
+from archprobe.cli._common import JsonOpt, NoProgressOpt, print_json, shard_progress
 from archprobe.cli.inspect_cmd import SourceArg
 
 
 def memory(source: SourceArg = None,
            context: Annotated[str, typer.Option("--context", "-c", help="Context length: 4096, 32k, 1M.")] = "4k",
-           batch: Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences.")] = 1,
+           batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=1 << 24, help="Concurrent sequences.")] = 1,
            weight_dtype: Annotated[str | None, typer.Option(
                help="Re-plan weights at this precision (bf16, fp8, mxfp4, ...); default: as stored.")] = None,
            kv_dtype: Annotated[str | None, typer.Option(help="KV/latent cache dtype (bf16, fp8); default: the "
                                                              "checkpoint's float dtype.")] = None,
-           devices: Annotated[int, typer.Option(help="Split across N devices (tensor/expert parallel).")] = 1,
+           devices: Annotated[int, typer.Option(min=1, max=1 << 20,
+                                                help="Split across N devices (tensor/expert parallel).")] = 1,
            engine: Annotated[str | None, typer.Option(help="Engine rule: vllm (16-token blocks), llamacpp "
                                                            "(256-cell padding), reference (eager).")] = None,
-           chunk: Annotated[int | None, typer.Option(help="Prefill chunk in tokens (default 2048).")] = None,
+           chunk: Annotated[int | None, typer.Option(min=1, max=1 << 40,
+                                                      help="Prefill chunk in tokens (default 2048).")] = None,
            sweep: Annotated[str | None, typer.Option(help="Comma-separated contexts, e.g. 4k,32k,128k,1M.")] = None,
            plot: Annotated[str | None, typer.Option(help="Write memory vs context per layer type to this PNG.")] = None,
            budget: Annotated[str | None, typer.Option(help="Device memory, e.g. 80GB: draws the line and "
@@ -32,33 +34,38 @@ def memory(source: SourceArg = None,
     archprobe memory ./model --sweep 4k,32k,128k,1M --plot mem.png --budget 80GB
     """
 
-    def run() -> None:
-        from archprobe.memory.plan import largest_fitting_context, parse_bytes, parse_tokens, plan_memory
-        from archprobe.structure.inspect import inspect_checkpoint
+    from archprobe.cli import options
+    from archprobe.memory.plan import ENGINES, largest_fitting_context, plan_memory
+    from archprobe.structure.inspect import inspect_checkpoint
 
-        with shard_progress(not no_progress and not json_out) as progress:
-            doc = inspect_checkpoint(source, progress=progress)
-        opts = dict(batch=batch, weight_dtype=weight_dtype, kv_dtype=kv_dtype, devices=devices, engine=engine,
-                    chunk=chunk)
-        contexts = [parse_tokens(c) for c in sweep.split(",")] if sweep else [parse_tokens(context)]
-        plans = [plan_memory(doc, c, **opts) for c in contexts]
-        limit = parse_bytes(budget) if budget else None
-        fits = largest_fitting_context(doc, limit, **opts) if limit else None
-        if plot:
-            from archprobe.memory.plot import plot_sweep
+    # every option checked before the checkpoint is read (cli/options.py)
+    contexts = options.token_list(sweep, "--sweep") if sweep else [options.tokens(context, "--context")]
+    limit = options.size(budget, "--budget") if budget else None
+    weight_dtype = options.dtype(weight_dtype, "--weight-dtype")
+    kv_dtype = options.dtype(kv_dtype, "--kv-dtype")
+    engine = options.choice(engine, [e for e in ENGINES if e], "--engine")
+    engine = engine.lower() if engine else None
+    plot = options.writable_file(plot, "--plot")
+    with shard_progress(not no_progress and not json_out) as progress:
+        doc = inspect_checkpoint(source, progress=progress)
+    opts = dict(batch=batch, weight_dtype=weight_dtype, kv_dtype=kv_dtype, devices=devices, engine=engine,
+                chunk=chunk)
+    plans = [plan_memory(doc, c, **opts) for c in contexts]
+    fits = largest_fitting_context(doc, limit, **opts) if limit else None
+    if plot:
+        from archprobe.memory.plot import plot_sweep
 
-            plot_sweep(plots_for(doc, contexts, opts), plot, limit, doc.get("model_type", ""), devices)
-        if json_out:
-            out = plans[0] if len(plans) == 1 else {"schema": "archprobe.memory-sweep/1", "plans": plans}
-            if limit is not None:
-                out = {**out, "budget_bytes": limit, "largest_fitting_context": fits}
-            print_json(out)
-            return
-        from archprobe.cli.render_memory import render_memory
+        plot_sweep(plots_for(doc, contexts, opts), plot, limit, doc.get("model_type", ""), devices)
+    if json_out:
+        out = plans[0] if len(plans) == 1 else {"schema": "archprobe.memory-sweep/1", "plans": plans}
+        if limit is not None:
+            out = {**out, "budget_bytes": limit, "largest_fitting_context": fits}
+        print_json(out)
+        return
+    from archprobe.cli.render_memory import render_memory
 
-        render_memory(plans, limit, fits, plot)
+    render_memory(plans, limit, fits, plot)
 
-    guarded(run)
 
 
 def plots_for(doc, contexts, opts):

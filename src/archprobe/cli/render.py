@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+
+from archprobe.cli.textsafe import SafeConsole, line, styled
 
 SHORT = {"kda": "KDA", "mla": "MLA", "gqa": "GQA", "mha": "MHA", "mqa": "MQA", "mamba2": "Mamba2",
          "gated_deltanet": "GDN", "sliding_window": "SWA", "none": "-", "unknown": "?",
@@ -58,11 +59,12 @@ def compress_runs(tokens: list[str]) -> str:
 
 
 def render_inspect(doc: dict, console: Console | None = None) -> None:
-    c = console or Console()
+    """Every value from the checkpoint reaches the terminal as inert text (cli/textsafe.py)."""
+    c = console or SafeConsole()
     src = doc["source"]
     title = f"{doc['model_type']}" + (f" (in {doc['wrapper_model_type']})" if doc.get("wrapper_model_type") else "")
-    c.print(f"[bold]{title}[/bold]  {src['kind']}: {src['location']}" + (f"@{src['revision']}" if src["revision"]
-                                                                          else ""))
+    c.print(line((title, "bold"), f"  {src['kind']}: {src['location']}" + (f"@{src['revision']}" if src["revision"]
+                                                                           else "")))
     a, p, s = doc["architecture"], doc["params"], doc["storage"]
     t = Table(title="Architecture", show_header=False, box=None)
     for k in ("num_layers", "hidden_size", "vocab_size", "num_heads", "num_kv_heads", "head_dim", "kv_lora_rank",
@@ -73,7 +75,7 @@ def render_inspect(doc: dict, console: Console | None = None) -> None:
     c.print(t)
     mixers = [SHORT.get(layer["mixer"], layer["mixer"]) for layer in doc["layers"]]
     ffns = [SHORT.get(layer["ffn"], layer["ffn"]) for layer in doc["layers"]]
-    c.print(f"[bold]Layer plan[/bold] ({len(mixers)} layers)")
+    c.print(line(("Layer plan", "bold"), f" ({len(mixers)} layers)"))
     c.print(f"  mixers: {compress_runs(mixers)}")
     c.print(f"  ffn:    {compress_runs(ffns)}")
     res = sorted({layer["residual"] for layer in doc["layers"]})
@@ -92,7 +94,7 @@ def render_inspect(doc: dict, console: Console | None = None) -> None:
     for k, v in s["dtypes"].items():
         st.add_row(k, human_bytes(v))
     for q in doc["quantization"]:
-        st.add_row(f"[cyan]quant {q['scheme']}[/cyan]",
+        st.add_row(styled(f"quant {q['scheme']}", "cyan"),
                    f"{q['tensors']:,} tensors, {q['bits']} bits, group {q['group_size']}")
     c.print(st)
     ft = Table(title="Features (evidence: the checkpoint's own tensors and config keys)")
@@ -106,9 +108,9 @@ def render_inspect(doc: dict, console: Console | None = None) -> None:
         e = f["evidence"][0]
         shape = f" {e['shape']}" if e.get("shape") is not None else ""
         ft.add_row(f["id"], f"{f['confidence']:.2f}", str(len(f["layers"])) if f["layers"] else "model",
-                   escape(attrs), escape(f"{e['tensor']}{shape}: {e['why']}"))
+                   attrs, f"{e['tensor']}{shape}: {e['why']}")
     c.print(ft)
     for u in doc["unrecognized"]:
-        c.print(f"[yellow]unrecognized[/yellow] {escape(u['pattern'])} ({u['tensors']} tensors)")
+        c.print(line(("unrecognized", "yellow"), f" {u['pattern']} ({u['tensors']} tensors)"))
     for w in doc["warnings"]:
-        c.print(f"[yellow]warning[/yellow] {escape(w)}")
+        c.print(line(("warning", "yellow"), f" {w}"))

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from archprobe.cli.render import human_bytes
+from archprobe.cli.textsafe import SafeConsole, line
 
 
 def render_memory(plans: list[dict], budget: int | None, fits: int | None, plot: str | None) -> None:
-    c = Console()
+    c = SafeConsole()
     kinds = sorted({k for p in plans for k in p["cache_by_layer_type"]})
     t = Table(title=f"Peak memory, batch {plans[0]['batch']}, weights {plans[0]['weight_dtype']}, "
                     f"KV {plans[0]['kv_dtype']}")
@@ -31,7 +30,7 @@ def render_memory(plans: list[dict], budget: int | None, fits: int | None, plot:
         t.add_row(*row)
     c.print(t)
     for a in plans[-1]["assumptions"]:
-        c.print(f"  [dim]assumes:[/dim] {escape(a)}")
+        c.print(line("  ", ("assumes:", "dim"), f" {a}"))
     if budget is not None:
         c.print(f"budget {human_bytes(budget)}: " + (f"largest context that fits: {fits:,} tokens" if fits
                                                       else "does not fit even at 1 token"))

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, NoProgressOpt, guarded, print_json, shard_progress
+from archprobe.cli._common import JsonOpt, NoProgressOpt, print_json, shard_progress
 from archprobe.cli.inspect_cmd import SourceArg
 
 
@@ -15,7 +15,7 @@ def report(source: SourceArg = None,
                                                                         "report.md).")] = None,
            fmt: Annotated[str, typer.Option("--format", help="html or md.")] = "html",
            context: Annotated[str, typer.Option("--context", "-c", help="Context for the memory numbers.")] = "32k",
-           batch: Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences.")] = 1,
+           batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=1 << 24, help="Concurrent sequences.")] = 1,
            budget: Annotated[str | None, typer.Option(help="Device memory, e.g. 80GB: drawn on the curve.")] = None,
            run_validate: Annotated[bool, typer.Option("--validate", help="Also run `validate` (local "
                                                                           "folders; streams the weights).")] = False,
@@ -27,29 +27,31 @@ def report(source: SourceArg = None,
     Example: archprobe report ./Kimi-K3 --budget 8x141GB --out k3.html ; archprobe report (the demo)
     """
 
-    def run() -> None:
-        from pathlib import Path
+    from pathlib import Path
 
-        from archprobe.errors import ArchprobeError
-        from archprobe.report.collect import collect
+    from archprobe.cli import options
+    from archprobe.errors import ArchprobeError
+    from archprobe.report.collect import collect
 
-        if fmt not in ("html", "md"):
-            raise ArchprobeError(f"--format {fmt!r}: html or md")
-        with shard_progress(not no_progress and not json_out) as progress:
-            data = collect(source, context=context, batch=batch, budget=budget, run_validate=run_validate,
-                           validate_json=validate_json, progress=progress)
-        if fmt == "html":
-            from archprobe.report.html import render
-        else:
-            from archprobe.report.markdown import render
-        path = Path(out or f"report.{fmt}")
-        try:
-            path.write_text(render(data))
-        except OSError as exc:
-            raise ArchprobeError(f"{path}: cannot write the report ({exc.strerror})") from None
-        if json_out:
-            print_json({**data, "written": str(path)})
-        else:
-            typer.echo(f"wrote {path} ({path.stat().st_size:,} bytes, {fmt})")
+    if fmt not in ("html", "md"):
+        raise ArchprobeError(f"--format {fmt!r}: html or md")
+    context = str(options.tokens(context, "--context"))
+    budget = f"{options.size(budget, '--budget')}B" if budget else None
+    out = options.writable_file(out or f"report.{fmt}", "--out")
+    with shard_progress(not no_progress and not json_out) as progress:
+        data = collect(source, context=context, batch=batch, budget=budget, run_validate=run_validate,
+                       validate_json=validate_json, progress=progress)
+    if fmt == "html":
+        from archprobe.report.html import render
+    else:
+        from archprobe.report.markdown import render
+    path = Path(out)
+    try:
+        path.write_text(render(data))
+    except OSError as exc:
+        raise ArchprobeError(f"{path}: cannot write the report ({exc.strerror})") from None
+    if json_out:
+        print_json({**data, "written": str(path)})
+    else:
+        typer.echo(f"wrote {path} ({path.stat().st_size:,} bytes, {fmt})")
 
-    guarded(run)

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, guarded, print_json
+from archprobe.cli._common import JsonOpt, print_json
+from archprobe.cli.errors import one_line
 
 app = typer.Typer(help="Reach signals (hub) and usage signals (server metrics), kept apart.", no_args_is_help=True)
 LedgerOpt = Annotated[str, typer.Option("--ledger", help="SQLite ledger file.")]
@@ -20,27 +21,25 @@ def reach(repo: Annotated[str, typer.Argument(help="Hub repo id, e.g. moonshotai
           ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
     """Snapshot hub reach signals (downloads, likes, files, shards, last modified) for a repo and mirrors."""
 
-    def go() -> None:
-        from archprobe.eval.ledger import Ledger
-        from archprobe.track.reach import hub_reach
-        from archprobe.track.store import record
+    from archprobe.eval.ledger import Ledger
+    from archprobe.track.reach import hub_reach
+    from archprobe.track.store import record
 
-        book = Ledger(ledger)
-        snap = {}
-        for source in [repo, *(mirror or [])]:
-            snap[source] = hub_reach(source)
-        at = None
-        for source, rows in snap.items():
-            at = record(book, "reach", repo, source, rows, at)
-        doc = {"schema": "archprobe.track-snapshot/1", "kind": "reach", "subject": repo, "at": at,
-               "sources": {s: dict(rows) for s, rows in snap.items()}}
-        if json_out:
-            print_json(doc)
-        else:
-            for s, rows in snap.items():
-                typer.echo(f"reach {s}: " + ", ".join(f"{k} {v:,.0f}" for k, v in rows))
+    book = Ledger(ledger)
+    snap = {}
+    for source in [repo, *(mirror or [])]:
+        snap[source] = hub_reach(source)
+    at = None
+    for source, rows in snap.items():
+        at = record(book, "reach", repo, source, rows, at)
+    doc = {"schema": "archprobe.track-snapshot/1", "kind": "reach", "subject": repo, "at": at,
+           "sources": {s: dict(rows) for s, rows in snap.items()}}
+    if json_out:
+        print_json(doc)
+    else:
+        for s, rows in snap.items():
+            typer.echo(one_line(f"reach {s}: " + ", ".join(f"{k} {v:,.0f}" for k, v in rows)))
 
-    guarded(go)
 
 
 @app.command("usage")
@@ -50,21 +49,19 @@ def usage(url: Annotated[str, typer.Argument(help="An inference server's Prometh
           ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
     """Snapshot a vLLM/SGLang server's request and token counters (usage signals)."""
 
-    def go() -> None:
-        from archprobe.eval.ledger import Ledger
-        from archprobe.track.store import record
-        from archprobe.track.usage import scrape
+    from archprobe.eval.ledger import Ledger
+    from archprobe.track.store import record
+    from archprobe.track.usage import scrape
 
-        rows = scrape(url)
-        at = record(Ledger(ledger), "usage", subject, url, rows)
-        if json_out:
-            print_json({"schema": "archprobe.track-snapshot/1", "kind": "usage", "subject": subject, "at": at,
-                        "source": url, "metrics": [{"metric": m, "value": v, "labels": lab} for m, v, lab in rows]})
-        else:
-            for m, v, lab in rows:
-                typer.echo(f"usage {m}{lab or ''}: {v:,.0f}")
+    rows = scrape(url)
+    at = record(Ledger(ledger), "usage", subject, url, rows)
+    if json_out:
+        print_json({"schema": "archprobe.track-snapshot/1", "kind": "usage", "subject": subject, "at": at,
+                    "source": url, "metrics": [{"metric": m, "value": v, "labels": lab} for m, v, lab in rows]})
+    else:
+        for m, v, lab in rows:
+            typer.echo(one_line(f"usage {m}{lab or ''}: {v:,.0f}"))
 
-    guarded(go)
 
 
 @app.command("show")
@@ -74,39 +71,39 @@ def show(subject: str, ledger: LedgerOpt = DEFAULT_LEDGER,
          json_out: JsonOpt = False) -> None:
     """Every recorded series for SUBJECT, each in its own panel; reach and usage never combined."""
 
-    def go() -> None:
-        from archprobe.errors import ArchprobeError
-        from archprobe.eval.ledger import Ledger
-        from archprobe.track.store import series, subjects
+    from archprobe.cli import options
+    from archprobe.errors import ArchprobeError
+    from archprobe.eval.ledger import Ledger
+    from archprobe.track.store import series, subjects
 
-        book = Ledger.existing(ledger)
-        all_series = series(book, subject)
-        if not all_series:
-            known = subjects(book)
-            hint = ("recorded: " + ", ".join(known)) if known else "run `archprobe track reach` first"
-            raise ArchprobeError(f"nothing recorded for {subject!r}", hint=hint)
-        derived = None
-        if ratio:
-            from archprobe.track.ratio import ratio as make_ratio
+    plot = options.writable_file(plot, "--plot")
+    book = Ledger.existing(ledger)
+    all_series = series(book, subject)
+    if not all_series:
+        known = subjects(book)
+        hint = ("recorded: " + ", ".join(known)) if known else "run `archprobe track reach` first"
+        raise ArchprobeError(f"nothing recorded for {subject!r}", hint=hint)
+    derived = None
+    if ratio:
+        from archprobe.track.ratio import ratio as make_ratio
 
-            derived = make_ratio(all_series, ratio)
-        if plot:
-            from archprobe.track.plot import plot_series
+        derived = make_ratio(all_series, ratio)
+    if plot:
+        from archprobe.track.plot import plot_series
 
-            plot_series(all_series + ([derived] if derived else []), plot, subject)
-        if json_out:
-            print_json({"schema": "archprobe.track/1", "subject": subject,
-                        "reach": [s for s in all_series if s["kind"] == "reach"],
-                        "usage": [s for s in all_series if s["kind"] == "usage"],
-                        "ratio": derived, "plot": plot})
-            return
-        for s in all_series:
-            last = s["points"][-1][1]
-            typer.echo(f"{s['kind']:5}  {s['source']}  {s['metric']}{s['labels'] or ''}: {len(s['points'])} "
-                       f"snapshot(s), latest {last:,.0f}")
-        if derived:
-            typer.echo(f"ratio {derived['metric']}: " + ", ".join(f"{v:.3g}" for _, v in derived["points"]))
-        if plot:
-            typer.echo(f"plot: {plot}")
+        plot_series(all_series + ([derived] if derived else []), plot, subject)
+    if json_out:
+        print_json({"schema": "archprobe.track/1", "subject": subject,
+                    "reach": [s for s in all_series if s["kind"] == "reach"],
+                    "usage": [s for s in all_series if s["kind"] == "usage"],
+                    "ratio": derived, "plot": plot})
+        return
+    for s in all_series:
+        last = s["points"][-1][1]
+        typer.echo(one_line(f"{s['kind']:5}  {s['source']}  {s['metric']}{s['labels'] or ''}: {len(s['points'])} "
+                            f"snapshot(s), latest {last:,.0f}"))
+    if derived:
+        typer.echo(one_line(f"ratio {derived['metric']}: " + ", ".join(f"{v:.3g}" for _, v in derived["points"])))
+    if plot:
+        typer.echo(f"plot: {plot}")
 
-    guarded(go)

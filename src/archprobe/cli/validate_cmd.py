@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, guarded, print_json
+from archprobe.cli._common import JsonOpt, print_json
 
 
 def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder (config.json + safetensors), or a "
@@ -30,37 +30,37 @@ def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder
     Example: archprobe validate ./tiny-kimi --reference transformers --prompt-ids 1,2,3,4
     """
 
-    def run() -> None:
-        from archprobe.errors import ArchprobeError
-        from archprobe.validate import validate as run_validate
+    from archprobe.cli import options
+    from archprobe.errors import ArchprobeError
 
-        if reference not in ("none", "transformers"):
-            raise ArchprobeError(f"--reference {reference!r}: use transformers or none")
-        ids = None
-        if prompt_ids and prompt:
-            raise ArchprobeError("give --prompt or --prompt-ids, not both")
-        if prompt_ids:
-            try:
-                ids = [int(x) for x in prompt_ids.split(",") if x.strip()]
-            except ValueError:
-                raise ArchprobeError(f"--prompt-ids {prompt_ids!r}: comma-separated integers") from None
-        progress = None
-        if not json_out and sys.stderr.isatty():
-            from rich.progress import track
+    if reference not in ("none", "transformers"):
+        raise ArchprobeError(f"--reference {reference!r}: use transformers or none")
+    options.choice(dtype, ("float32", "bfloat16"), "--dtype")
+    ids = None
+    if prompt_ids and prompt:
+        raise ArchprobeError("give --prompt or --prompt-ids, not both")
+    if prompt_ids:
+        ids = options.token_ids(prompt_ids)
+    # outputs checked before the (long) run, not after it
+    save_logits = options.writable_file(save_logits, "--save-logits")
+    offload_dir = options.writable_folder(offload_dir, "--offload-dir")
+    from archprobe.validate import validate as run_validate  # torch: a missing extra is one line (cli/errors.py)
 
-            def progress(it):
-                return track(it, description="layers", console=_stderr(), transient=True)
+    progress = None
+    if not json_out and sys.stderr.isatty():
+        from rich.progress import track
 
-        doc = run_validate(source, ids, reference, dtype, layers, save_logits, progress=progress, prompt=prompt,
-                           pin_routing=pin_routing, offload_dir=offload_dir)
-        if json_out:
-            print_json(doc)
-        else:
-            _render(doc)
-        if doc["status"] == "fail":
-            raise typer.Exit(1)
+        def progress(it):
+            return track(it, description="layers", console=_stderr(), transient=True)
 
-    guarded(run)
+    doc = run_validate(source, ids, reference, dtype, layers, save_logits, progress=progress, prompt=prompt,
+                       pin_routing=pin_routing, offload_dir=offload_dir)
+    if json_out:
+        print_json(doc)
+    else:
+        _render(doc)
+    if doc["status"] == "fail":
+        raise typer.Exit(1)
 
 
 def _stderr():
@@ -70,17 +70,17 @@ def _stderr():
 
 
 def _render(doc: dict) -> None:
-    from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
-    c = Console()
-    c.print(f"[bold]status: {doc['status']}[/bold]  mapped {doc['mapped_tensors']} tensors, "
-            f"unmapped {len(doc['unmapped_tensors'])}, peak RSS {doc['peak_rss_bytes'] / 2**20:.0f} MiB")
+    from archprobe.cli.textsafe import SafeConsole, line
+
+    c = SafeConsole()
+    c.print(line((f"status: {doc['status']}", "bold"), f"  mapped {doc['mapped_tensors']} tensors, unmapped "
+                 f"{len(doc['unmapped_tensors'])}, peak RSS {doc['peak_rss_bytes'] / 2**20:.0f} MiB"))
     for r in doc.get("reasons", []):
-        c.print(f"  [yellow]{escape(r)}[/yellow]")
+        c.print(line("  ", (r, "yellow")))
     for m in doc["missing_tensors"]:
-        c.print(f"  [red]{escape(m)}[/red]")
+        c.print(line("  ", (m, "red")))
     t = Table()
     for col in ("layer", "kind", "out rms", "max |x|", "finite", "seconds"):
         t.add_column(col, justify="right")
@@ -91,7 +91,7 @@ def _render(doc: dict) -> None:
     ref = doc["reference"]
     if ref:
         if ref.get("error"):
-            c.print(f"reference: [red]{escape(ref['error'])}[/red]")
+            c.print(line("reference: ", (ref["error"], "red")))
         else:
             c.print(f"reference {ref['name']}: max |logit diff| {ref['max_abs_diff']:.3g} "
                     f"(logit scale {ref['logit_scale']:.3g}), KL {ref['kl']:.3g}, "

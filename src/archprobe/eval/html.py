@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
-from html import escape
+from html import escape as _escape
+
+
+def escape(value) -> str:
+    """Every interpolated value: HTML-escaped, quotes included (values in attributes are quoted)."""
+    return _escape(str(value), quote=True)
 
 STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}
@@ -17,18 +22,20 @@ def render_html(r: dict) -> str:
     head = (f"<h1>Evaluation run <code>{escape(r['run_id'])}</code></h1>"
             f"<p class=verdict id=verdict>{escape(r['verdict'])}</p>"
             f"<p>Model <b>{escape(str(r['model']))}</b> at <code>{escape(str(r['endpoint']))}</code>; "
-            f"task set <code>{escape(r['task_set_hash'])}</code>; {r['attempts_per_task']} attempt(s) per task; "
+            f"task set <code>{escape(r['task_set_hash'])}</code>; {escape(r['attempts_per_task'])} attempt(s) "
+            "per task; "
             f"run by {escape(str(r['operator']))}@{escape(str(r['host']))}.</p>"
             f"<p>Success rate <b id=success-rate>{pct(rate)}</b>, 95% interval "
             f"<span id=ci95>[{pct(r['ci95'][0])}, {pct(r['ci95'][1])}]</span> ({escape(r['ci_method'])}); "
-            f"attempts in all <b id=attempts-total>{r['attempts_total']}</b>, retries {r['retries']}, "
-            f"interventions {'unknown' if r['interventions'] is None else r['interventions']}.</p>")
-    outcomes = "".join(f"<td class={k}>{k} <b>{v}</b></td>" for k, v in r["outcomes"].items())
-    checks = "".join(f"<tr class={c['status']}><td>{k}</td><td>{c['status']}</td><td>{escape(c['evidence'])}</td></tr>"
-                     for k, c in r["checks"].items())
+            f"attempts in all <b id=attempts-total>{escape(r['attempts_total'])}</b>, retries {escape(r['retries'])}, "
+            f"interventions {'unknown' if r['interventions'] is None else escape(r['interventions'])}.</p>")
+    outcomes = "".join(f"<td class='{escape(k)}'>{escape(k)} <b>{escape(v)}</b></td>"
+                       for k, v in r["outcomes"].items())
+    checks = "".join(f"<tr class='{escape(c['status'])}'><td>{escape(k)}</td><td>{escape(c['status'])}</td>"
+                     f"<td>{escape(c['evidence'])}</td></tr>" for k, c in r["checks"].items())
     attempts = "".join(
-        f"<tr><td>{escape(a['attempt_id'])}</td><td>{escape(a['task_id'])}</td><td class={a['outcome']}>"
-        f"{a['outcome'] or 'no outcome'}</td><td>{_secs(a['seconds'])}</td>"
+        f"<tr><td>{escape(a['attempt_id'])}</td><td>{escape(a['task_id'])}</td><td class='{escape(a['outcome'])}'>"
+        f"{escape(a['outcome'] or 'no outcome')}</td><td>{_secs(a['seconds'])}</td>"
         f"<td>{_n(a['tokens_in'])}</td><td>{_n(a['tokens_out'])}</td><td>{escape(a['retry_of'] or '')}</td>"
         f"<td>{'yes' if a['assisted'] else ''}</td><td>{escape(str(a.get('reason') or ''))}</td></tr>"
         for a in r["attempts"])
@@ -51,11 +58,11 @@ def per_task_svg(per_task: list[dict]) -> str:
         rate = t["success_rate"]
         w = 0 if rate is None else rate * width
         parts.append(f"<text x='{label_w - 6}' y='{y + 12}' text-anchor='end' font-size='12'>"
-                     f"{escape(t['task_id'][:28])}</text>"
+                     f"{escape(str(t['task_id'])[:28])}</text>"
                      f"<rect x='{label_w}' y='{y}' width='{width}' height='{bar_h}' fill='#eee'/>"
                      f"<rect x='{label_w}' y='{y}' width='{w:.1f}' height='{bar_h}' fill='#3a7bd5'/>"
                      f"<text x='{label_w + width + 6}' y='{y + 12}' font-size='12'>"
-                     f"{t['passes']}/{t['scored']}</text>")
+                     f"{escape(t['passes'])}/{escape(t['scored'])}</text>")
     parts.append("</svg>")
     return "".join(parts)
 
@@ -65,8 +72,8 @@ def pct(x) -> str:
 
 
 def _secs(x) -> str:
-    return "" if x is None else f"{x:.2f}"
+    return "" if x is None else f"{x:.2f}" if isinstance(x, int | float) else escape(x)
 
 
 def _n(x) -> str:
-    return "" if x is None else str(x)
+    return "" if x is None else escape(x)

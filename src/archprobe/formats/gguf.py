@@ -23,11 +23,16 @@ from archprobe.errors import CheckpointError, SourceError
 from archprobe.formats.safetensors import Header, TensorInfo
 
 FIRST_READ = 1 << 20
-MAX_HEADER_BYTES = 1 << 30
-MAX_COUNT = 1 << 24          # tensors, metadata entries
-MAX_ARRAY = 1 << 28          # items in one metadata array
+MAX_BLOCK = 32 << 20         # one read; consumed bytes are dropped, so memory stays ~ one block
+MAX_HEADER_BYTES = 256 << 20 # the whole header (real ones: < 50 MB, nearly all tokenizer arrays)
+MAX_TENSORS = 1 << 18        # tensor infos (GGUF stacks experts: real files have a few thousand)
+MAX_META = 1 << 16           # metadata entries (real files: ~50)
+MAX_ARRAY = 1 << 28          # items in one metadata array (walked over, never materialised past MAX_KEPT)
+MAX_KEPT = 1 << 16           # items of an array that is kept (per-layer lists); longer ones are counted only
+MAX_KEPT_STRING = 1 << 20    # a longer string value is skipped and noted, not kept
 MAX_DIMS = 8
 MAX_NESTING = 8              # arrays of arrays
+MAX_ELEMENTS = 1 << 50
 SPLIT_NAME = re.compile(r"^(?P<base>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 # GGUF metadata -> the config.json keys that structure/config.py understands
@@ -49,36 +54,50 @@ Fetch = Callable[[int, int], bytes]   # (offset, length) -> the bytes there (few
 
 
 class _Cursor:
-    """A header read front to back; runs out, fetches the next block (each twice the last)."""
+    """A header read front to back in growing blocks; consumed bytes are dropped (memory ~ one block)."""
 
     def __init__(self, fetch: Fetch, size: int | None, where: str):
         self.fetch, self.size, self.where = fetch, size, where
         self.buf = bytearray()
-        self.pos = 0
+        self.base = 0    # file offset of buf[0]
+        self.pos = 0     # file offset of the next unread byte
         self.block = FIRST_READ
 
     def need(self, n: int) -> None:
         end = self.pos + n
         if end > MAX_HEADER_BYTES:
             raise CheckpointError(self.where, f"GGUF header runs past {MAX_HEADER_BYTES:,} bytes; refusing to read on")
-        while end > len(self.buf):
-            want = max(self.block, end - len(self.buf))
+        if end <= self.base + len(self.buf):
+            return
+        if self.pos > self.base:
+            del self.buf[: self.pos - self.base]
+            self.base = self.pos
+        while end > self.base + len(self.buf):
+            at = self.base + len(self.buf)
+            want = max(self.block, end - at)
             if self.size is not None:
-                want = min(want, self.size - len(self.buf))
-            chunk = self.fetch(len(self.buf), want) if want > 0 else b""
+                want = min(want, self.size - at)
+            chunk = self.fetch(at, want) if want > 0 else b""
             if not chunk:
-                raise CheckpointError(self.where, f"truncated GGUF header: the file ends at {len(self.buf):,} bytes")
-            self.buf += chunk
-            self.block *= 2
+                raise CheckpointError(self.where, f"truncated GGUF header: the file ends at {at:,} bytes")
+            self.buf += chunk[:want]
+            self.block = min(self.block * 2, MAX_BLOCK)
 
     def skip(self, n: int) -> None:
-        self.need(n)
+        """Move past `n` bytes without reading them when they are not buffered yet."""
+        if self.pos + n > MAX_HEADER_BYTES:
+            raise CheckpointError(self.where, f"GGUF header runs past {MAX_HEADER_BYTES:,} bytes; refusing to read on")
+        if self.size is not None and self.pos + n > self.size:
+            raise CheckpointError(self.where, f"truncated GGUF header: the file ends at {self.size:,} bytes")
         self.pos += n
+        if self.pos >= self.base + len(self.buf):
+            self.buf.clear()
+            self.base = self.pos
 
     def unpack(self, fmt: str) -> tuple:
         n = struct.calcsize(fmt)
         self.need(n)
-        values = struct.unpack_from(fmt, self.buf, self.pos)
+        values = struct.unpack_from(fmt, self.buf, self.pos - self.base)
         self.pos += n
         return values
 
@@ -88,34 +107,59 @@ class _Cursor:
             raise CheckpointError(self.where, f"GGUF {what} is {n:,}, over the {cap:,} cap")
         return n
 
-    def string(self) -> str:
+    def string(self, keep: bool = True) -> str | int:
+        """The next string, or (keep=False, or longer than MAX_KEPT_STRING) its length, skipped."""
         n = self.count("string length", MAX_HEADER_BYTES)
+        if not keep or n > MAX_KEPT_STRING:
+            self.skip(n)
+            return n
         self.need(n)
-        text = bytes(self.buf[self.pos:self.pos + n]).decode("utf-8", "replace")
+        at = self.pos - self.base
+        text = bytes(self.buf[at:at + n]).decode("utf-8", "replace")
         self.pos += n
         return text
 
+    def name(self, what: str) -> str:
+        text = self.string()
+        if not isinstance(text, str):
+            raise CheckpointError(self.where, f"GGUF {what} is {text:,} bytes long")
+        return text
+
+
+class Skipped(int):
+    """A metadata value too large to keep (an array or string): its length, walked over, not materialised."""
+
+    def __repr__(self) -> str:
+        return f"<{int(self):,} items, not kept>"
+
 
 def _value(c: _Cursor, vtype: int, keep: bool, key: str, depth: int = 0):
-    """One metadata value (arrays as lists); skipped, not decoded, when not kept."""
+    """One metadata value (arrays as lists); skipped, not decoded, when not kept or too large."""
     if vtype in _SCALARS:
         return c.unpack("<" + _SCALARS[vtype])[0]
     if vtype == _STRING:
-        return c.string()
+        text = c.string(keep)
+        return text if isinstance(text, str) else Skipped(text)
     if vtype != _ARRAY:
-        raise CheckpointError(c.where, f"GGUF metadata {key!r} has unknown value type {vtype}")
+        raise CheckpointError(c.where, f"GGUF metadata {key[:80]!r} has unknown value type {vtype}")
     if depth >= MAX_NESTING:
-        raise CheckpointError(c.where, f"GGUF metadata {key!r} nests arrays deeper than {MAX_NESTING}")
+        raise CheckpointError(c.where, f"GGUF metadata {key[:80]!r} nests arrays deeper than {MAX_NESTING}")
     item = c.unpack("<I")[0]
-    n = c.count(f"array {key!r} length", MAX_ARRAY)
+    n = c.count(f"array {key[:80]!r} length", MAX_ARRAY)
+    keep = keep and n <= MAX_KEPT
     if item in _SCALARS:
         width = struct.calcsize(_SCALARS[item])
         if not keep:
             c.skip(n * width)
-            return n
+            return Skipped(n)
         return list(c.unpack(f"<{n}{_SCALARS[item]}"))
-    values = [_value(c, item, keep, key, depth + 1) for _ in range(n)]
-    return values if keep else n
+    if item not in (_STRING, _ARRAY):
+        raise CheckpointError(c.where, f"GGUF metadata {key[:80]!r} has unknown array item type {item}")
+    if not keep:
+        for _ in range(n):
+            _value(c, item, False, key, depth + 1)
+        return Skipped(n)
+    return [_value(c, item, True, key, depth + 1) for _ in range(n)]
 
 
 def parse_gguf(fetch: Fetch, size: int | None, name: str, where: str) -> tuple[Header, dict]:
@@ -131,36 +175,39 @@ def parse_gguf(fetch: Fetch, size: int | None, name: str, where: str) -> tuple[H
     if version not in (2, 3):
         hint = " (a big-endian file?)" if version >= 1 << 16 else ""
         raise CheckpointError(where, f"GGUF version {version} is not supported (2 and 3 are){hint}")
-    n_tensors, n_meta = c.count("tensor count", MAX_COUNT), c.count("metadata count", MAX_COUNT)
+    n_tensors, n_meta = c.count("tensor count", MAX_TENSORS), c.count("metadata count", MAX_META)
     meta: dict = {}
     for _ in range(n_meta):
-        key = c.string()
+        key = c.name("metadata key")
         vtype = c.unpack("<I")[0]
         keep = not key.startswith("tokenizer.ggml.") or key == "tokenizer.ggml.model"
         value = _value(c, vtype, keep, key)
-        if keep:
+        if keep and not isinstance(value, Skipped):
             meta[key] = value
-        elif key == "tokenizer.ggml.tokens":
-            meta["tokenizer.ggml.tokens.count"] = value
+        elif key == "tokenizer.ggml.tokens" and isinstance(value, int) and not isinstance(value, bool):
+            meta["tokenizer.ggml.tokens.count"] = int(value)
     tensors, ends, seen = [], [], set()
     for _ in range(n_tensors):
-        tname = c.string()
+        tname = c.name("tensor name")
+        shown = repr(tname) if len(tname) <= 80 else repr(tname[:77] + "...")
         if tname in seen:
-            raise CheckpointError(where, f"GGUF tensor {tname!r} is listed twice")
+            raise CheckpointError(where, f"GGUF tensor {shown} is listed twice")
         seen.add(tname)
         n_dims = c.unpack("<I")[0]
         if n_dims > MAX_DIMS:
-            raise CheckpointError(where, f"GGUF tensor {tname!r} claims {n_dims} dimensions")
+            raise CheckpointError(where, f"GGUF tensor {shown} claims {n_dims} dimensions")
         dims = c.unpack(f"<{n_dims}Q")
         ttype, offset = c.unpack("<IQ")
         try:
             qtype = GGMLQuantizationType(ttype)
             block, type_size = GGML_QUANT_SIZES[qtype]
         except (ValueError, KeyError):
-            raise CheckpointError(where, f"GGUF tensor {tname!r} has unknown ggml type {ttype}") from None
+            raise CheckpointError(where, f"GGUF tensor {shown} has unknown ggml type {ttype}") from None
         elements = math.prod(dims)
+        if elements > MAX_ELEMENTS:
+            raise CheckpointError(where, f"GGUF tensor {shown} has {elements:,} elements, over the cap")
         if elements % block:
-            raise CheckpointError(where, f"GGUF tensor {tname!r}: {elements:,} elements is not a whole number "
+            raise CheckpointError(where, f"GGUF tensor {shown}: {elements:,} elements is not a whole number "
                                          f"of {qtype.name} blocks of {block}")
         n_bytes = elements // block * type_size
         tensors.append(TensorInfo(tname, f"GGUF_{qtype.name}", tuple(reversed(dims)), n_bytes, name))
@@ -172,16 +219,21 @@ def parse_gguf(fetch: Fetch, size: int | None, name: str, where: str) -> tuple[H
     if size is not None:
         for tname, end in ends:
             if data_start + end > size:
-                raise CheckpointError(where, f"GGUF tensor {tname!r} lies past the end of the file ({size:,} bytes)")
+                raise CheckpointError(where, f"GGUF tensor {tname[:80]!r} lies past the end of the file "
+                                             f"({size:,} bytes)")
     header_bytes = min(data_start, size) if size is not None else data_start
     return Header(name, tensors, {}, header_bytes, size if size is not None else data_start, len(tensors)), meta
 
 
-def read_gguf(path: str | os.PathLike) -> tuple[Header, dict, dict]:
-    """(header with tensors, raw metadata, config-like dict) of a local GGUF file."""
+def read_gguf(path: str | os.PathLike, folder: str | None = None) -> tuple[Header, dict, dict]:
+    """(header with tensors, raw metadata, config-like dict) of a local GGUF file: a regular file inside
+    `folder` (default: its own folder), never a FIFO or a symlink leaving it (formats/localfiles.py)."""
+    from archprobe.formats.localfiles import open_inside
+
     path = os.fspath(path)
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
+    with open_inside(folder or os.path.dirname(os.path.abspath(path)), path) as f:
+        size = os.fstat(f.fileno()).st_size
+
         def fetch(offset: int, n: int) -> bytes:
             f.seek(offset)
             return f.read(n)

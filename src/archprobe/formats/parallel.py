@@ -1,7 +1,8 @@
 """Read many local shard headers on all cores: one task per shard, results in shard order.
 
 A worker returns the folded `Header` (a few KB), so the cost of shipping results back is small.
-With one core or few shards it runs in-process (forking costs more than it saves).
+With one core or few shards it runs in-process (forking costs more than it saves), and so it does when any
+header is large: memory then holds one large parse at a time, not one per worker.
 """
 
 from __future__ import annotations
@@ -14,27 +15,50 @@ from multiprocessing import get_context
 from archprobe.formats.safetensors import Header, read_header
 
 MIN_SHARDS_FOR_PROCESSES = 8
+MAX_HEADER_FOR_PROCESSES = 16 * 1024 * 1024   # larger headers: one at a time (a parse costs ~9x its bytes)
 
 
 def read_headers(paths: Sequence[str], on_done: Callable[[Header], None] | None = None,
-                 workers: int | None = None) -> list[Header]:
-    """Headers of `paths` in order; `on_done` is called as each arrives (for progress bars)."""
+                 workers: int | None = None, folder: str | None = None) -> list[Header]:
+    """Headers of `paths` in order; `on_done` is called as each arrives (for progress bars; it may raise
+    to stop the reading). Only regular files inside `folder` (default: each file's own) are opened."""
     workers = workers or min(os.cpu_count() or 1, 8)
-    if workers < 2 or len(paths) < MIN_SHARDS_FOR_PROCESSES or "fork" not in _methods():
+    if (workers < 2 or len(paths) < MIN_SHARDS_FOR_PROCESSES or "fork" not in _methods()
+            or _largest_header(paths, folder) > MAX_HEADER_FOR_PROCESSES):
         out = []
         for p in paths:
-            out.append(read_header(p))
+            out.append(read_header(p, folder))
             if on_done:
                 on_done(out[-1])
         return out
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
-        futures = [pool.submit(read_header, p) for p in paths]
+        futures = [pool.submit(read_header, p, folder) for p in paths]
         results = []
-        for fut in futures:
-            results.append(fut.result())  # re-raises a worker's CheckpointError as is
-            if on_done:
-                on_done(results[-1])
+        try:
+            for fut in futures:
+                results.append(fut.result())  # re-raises a worker's CheckpointError as is
+                if on_done:
+                    on_done(results[-1])
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            raise
     return results
+
+
+def _largest_header(paths: Sequence[str], folder: str | None) -> int:
+    """The largest declared header length (8-byte prefixes only): a large one is parsed alone, in this
+    process, so workers never hold several large parses in memory at once."""
+    from archprobe.formats.localfiles import open_inside
+
+    largest = 0
+    for p in paths:
+        try:
+            with open_inside(folder or os.path.dirname(os.path.abspath(p)), p) as f:
+                largest = max(largest, int.from_bytes(f.read(8), "little"))
+        except Exception:  # read_header reports the problem with the file's name
+            return 1 << 62
+    return largest
 
 
 def _methods() -> list[str]:

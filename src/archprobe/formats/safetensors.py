@@ -21,6 +21,7 @@ from contextlib import contextmanager
 
 from archprobe.errors import CheckpointError
 from archprobe.formats.dtypes import DTYPE_BITS
+from archprobe.formats.limits import _DEFAULTS, cap
 
 try:  # orjson parses the K3 headers ~2x faster than json; the result is the same
     from orjson import JSONDecodeError as _JSONError
@@ -30,8 +31,11 @@ except ImportError:  # pragma: no cover - orjson is a dependency, json is the fa
     from json import loads as _json_loads
 
 # The hub refuses headers over 25 MB for its metadata API; real sharded checkpoints stay far below.
-# We accept up to 100 MB (one unsharded 500k-tensor file) and refuse anything larger before reading it.
-MAX_HEADER_BYTES = 100 * 1024 * 1024
+# We accept up to 100 MB (one unsharded 500k-tensor file) and refuse anything larger before reading it
+# (ARCHPROBE_MAX_HEADER_BYTES changes it; formats/limits.py lists every cap).
+MAX_HEADER_BYTES = int(_DEFAULTS["MAX_HEADER_BYTES"])
+MAX_DIMS = 16                 # rank of one tensor
+MAX_ELEMENTS = 1 << 50        # elements of one tensor (K3's largest: 1.2e9)
 EXPERT_MARK = ".experts."
 
 
@@ -39,17 +43,20 @@ class TensorInfo:
     """`count` tensors that share dtype and shape; `name` has `*` for a folded expert index.
 
     `nbytes` is the size of one of them; `file` is the shard's name inside the checkpoint.
+    Expert indices of 10 digits or more are not folded (each such name stays its own entry).
     """
 
-    __slots__ = ("name", "dtype", "shape", "nbytes", "file", "count")
+    __slots__ = ("name", "dtype", "shape", "nbytes", "file", "count", "top")
 
-    def __init__(self, name: str, dtype: str, shape: tuple[int, ...], nbytes: int, file: str, count: int = 1):
+    def __init__(self, name: str, dtype: str, shape: tuple[int, ...], nbytes: int, file: str, count: int = 1,
+                 top: int = -1):
         self.name = name
         self.dtype = dtype
         self.shape = shape
         self.nbytes = nbytes
         self.file = file
         self.count = count
+        self.top = top   # folded entries: the largest expert index seen (a duplicate check across shards)
 
     @property
     def numel(self) -> int:
@@ -60,7 +67,7 @@ class TensorInfo:
         return f"TensorInfo({self.name!r}, {self.dtype}, {list(self.shape)}{n}, {self.file!r})"
 
     def __reduce__(self):  # compact pickling between worker processes
-        return (TensorInfo, (self.name, self.dtype, self.shape, self.nbytes, self.file, self.count))
+        return (TensorInfo, (self.name, self.dtype, self.shape, self.nbytes, self.file, self.count, self.top))
 
 
 class Header:
@@ -99,8 +106,9 @@ def header_length(prefix: bytes, path: str, file_bytes: int | None) -> int:
     if len(prefix) < 8:
         raise CheckpointError(path, f"truncated: {len(prefix)} bytes, a safetensors file starts with 8")
     (n,) = struct.unpack("<Q", prefix[:8])
-    if n > MAX_HEADER_BYTES:
-        raise CheckpointError(path, f"header length {n:,} bytes is over the {MAX_HEADER_BYTES:,}-byte cap")
+    limit = cap("MAX_HEADER_BYTES")
+    if n > limit:
+        raise CheckpointError(path, f"header length {n:,} bytes is over the {limit:,}-byte cap")
     if file_bytes is not None and 8 + n > file_bytes:
         raise CheckpointError(path, f"header length {n:,} bytes is larger than the file ({file_bytes:,} bytes)")
     if n < 2:
@@ -108,24 +116,34 @@ def header_length(prefix: bytes, path: str, file_bytes: int | None) -> int:
     return n
 
 
+def _short(value) -> str:
+    """repr() of a hostile value, cut short (an error message must stay one readable line)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _entry_problem(tname: str, entry, data_bytes: int | None) -> str | None:
     """The precise complaint about one entry (the slow path, run only once something is wrong)."""
     if not isinstance(entry, dict):
-        return f"tensor {tname!r}: entry is not a JSON object"
+        return f"tensor {_short(tname)}: entry is not a JSON object"
     dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
     if not isinstance(dtype, str):
-        return f"tensor {tname!r}: dtype {dtype!r} is not a string"
+        return f"tensor {_short(tname)}: dtype {_short(dtype)} is not a string"
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-        return f"tensor {tname!r}: shape {shape!r} is not a list of non-negative integers"
+        return f"tensor {_short(tname)}: shape {_short(shape)} is not a list of non-negative integers"
+    if len(shape) > MAX_DIMS:
+        return f"tensor {_short(tname)}: shape has {len(shape)} dimensions, over the cap of {MAX_DIMS}"
+    if math.prod(shape) > MAX_ELEMENTS:
+        return f"tensor {_short(tname)}: shape {_short(shape)} has over {MAX_ELEMENTS:,} elements"
     if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)):
-        return f"tensor {tname!r}: data_offsets {offsets!r} is not two integers"
+        return f"tensor {_short(tname)}: data_offsets {_short(offsets)} is not two integers"
     begin, end = offsets
     if not 0 <= begin <= end or (data_bytes is not None and end > data_bytes):
         where = "" if data_bytes is None else f" of {data_bytes:,} bytes"
-        return f"tensor {tname!r}: data_offsets [{begin}, {end}] outside the data region{where}"
+        return f"tensor {_short(tname)}: data_offsets [{begin}, {end}] outside the data region{where}"
     bits = DTYPE_BITS.get(dtype)
     if bits is not None and math.prod(shape) * bits != (end - begin) * 8:
-        return (f"tensor {tname!r}: {dtype}{shape} needs {math.prod(shape) * bits // 8:,} bytes, "
+        return (f"tensor {_short(tname)}: {_short(dtype)}{shape} needs {math.prod(shape) * bits // 8:,} bytes, "
                 f"data_offsets give {end - begin:,}")
     return None
 
@@ -179,8 +197,14 @@ def _fast_entries(doc: dict, file: str, data_bytes: int | None):
         dtype = entry["dtype"]
         shape = entry["shape"]
         begin, end = entry["data_offsets"]
+        # parse before multiplying: sum() raises on a list/str/None element before prod() could
+        # repeat a sequence (`[300000000, [0]]` would build a 2.4 GB list), and the rank is capped
+        # so a product of huge ints stays cheap
+        if type(shape) is not list or len(shape) > MAX_DIMS:
+            return None, None
+        sum(shape)
         n = prod(shape)
-        if (type(n) is not int or n < 0 or type(dtype) is not str or type(begin) is not int
+        if (type(n) is not int or n < 0 or n > MAX_ELEMENTS or type(dtype) is not str or type(begin) is not int
                 or type(end) is not int or not 0 <= begin <= end <= limit
                 or (len(shape) > 1 and min(shape) < 0)):
             return None, None
@@ -193,13 +217,16 @@ def _fast_entries(doc: dict, file: str, data_bytes: int | None):
         if EXPERT_MARK in tname:
             head, _, tail = tname.rpartition(EXPERT_MARK)
             idx, dot, rest = tail.partition(".")
-            if dot and idx.isdigit():
+            if dot and idx.isdigit() and len(idx) < 10:
                 key = (head, rest, dtype, tuple(shape))
                 info = folded.get(key)
                 if info is None:
                     folded[key] = info = TensorInfo(f"{head}{EXPERT_MARK}*.{rest}", dtype, key[3], size, file, 0)
                     tensors.append(info)
                 info.count += 1
+                i = int(idx)
+                if i > info.top:
+                    info.top = i
                 continue
         tensors.append(TensorInfo(tname, dtype, tuple(shape), size, file))
     return tensors, spans
@@ -210,16 +237,21 @@ def _overlap_message(doc: dict, begin: int) -> str:
     prev = None
     for b, n in names:
         if b >= begin and prev is not None:
-            return f"tensors {prev!r} and {n!r} overlap (data_offsets)"
+            return f"tensors {_short(prev)} and {_short(n)} overlap (data_offsets)"
         prev = n
     return "two tensors overlap (data_offsets)"
 
 
-def read_header(path: str | os.PathLike) -> Header:
-    """Read and check the header of a local .safetensors file (reads 8 + header bytes, nothing more)."""
+def read_header(path: str | os.PathLike, folder: str | None = None) -> Header:
+    """Read and check the header of a local .safetensors file (reads 8 + header bytes, nothing more).
+
+    Only a regular file inside `folder` (default: the file's own folder) is opened (formats/localfiles.py).
+    """
+    from archprobe.formats.localfiles import open_inside
+
     path = os.fspath(path)
     try:
-        with open(path, "rb") as f:
+        with open_inside(folder or os.path.dirname(os.path.abspath(path)), path) as f:
             size = os.fstat(f.fileno()).st_size
             n = header_length(f.read(8), path, size)
             raw = f.read(n)

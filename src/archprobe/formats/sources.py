@@ -7,17 +7,17 @@ a shard must be a plain file name inside the checkpoint folder.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from archprobe.errors import CheckpointError, SourceError
+from archprobe.formats.limits import _DEFAULTS, cap
 from archprobe.formats.safetensors import Header
 
-MAX_CONFIG_BYTES = 16 * 1024 * 1024
-MAX_INDEX_BYTES = 512 * 1024 * 1024   # K3's index (497k weight_map entries) is ~40 MB
+MAX_CONFIG_BYTES = int(_DEFAULTS["MAX_CONFIG_BYTES"])   # formats/limits.py: every cap, env overrides
+MAX_INDEX_BYTES = int(_DEFAULTS["MAX_INDEX_BYTES"])     # K3's index (497k weight_map entries) is ~40 MB
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}(@[\w./-]{1,128})?$")
 HUB_SOURCE = re.compile(HUB_ID.pattern[:-1] + r"(:[\w.+-]{1,96})?$")   # inspect: `:TAG` picks a GGUF model
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
@@ -52,39 +52,30 @@ def open_source(source: str, progress: Progress | None = None) -> RawCheckpoint:
 
 
 def parse_config_bytes(raw: bytes, where: str) -> dict:
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise CheckpointError(where, f"config.json is {len(raw):,} bytes, over the {MAX_CONFIG_BYTES:,} cap")
-    try:
-        cfg = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(where, f"config.json is not valid JSON ({exc})") from None
-    if not isinstance(cfg, dict):
-        raise CheckpointError(where, "config.json is not a JSON object")
-    return cfg
+    """config.json, parsed strictly (caps, depth, no duplicate keys or NaN: formats/jsontext.py)."""
+    from archprobe.formats.jsontext import load_strict
 
-
-def _read_small(path: str, cap: int = MAX_CONFIG_BYTES) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(cap + 1)
-            if len(raw) > cap:
-                raise CheckpointError(path, f"over the {cap:,}-byte cap for this file")
-            return raw
-    except OSError as exc:
-        raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
+    return load_strict(raw, where, "config.json", cap("MAX_CONFIG_BYTES"))
 
 
 def parse_index_bytes(raw: bytes, where: str) -> dict:
-    """model.safetensors.index.json, parsed (orjson when available: the K3 index is ~40 MB)."""
-    from archprobe.formats.safetensors import _json_loads, _JSONError
+    """model.safetensors.index.json, parsed (orjson: the K3 index is ~40 MB), within MAX_INDEX_BYTES."""
+    from archprobe.formats.jsontext import load_fast
 
-    try:
-        index = _json_loads(raw)
-    except (_JSONError, UnicodeDecodeError, ValueError) as exc:
-        raise CheckpointError(where, f"not valid JSON ({str(exc)[:120]})") from None
-    if not isinstance(index, dict):
-        raise CheckpointError(where, "not a JSON object")
-    return index
+    return load_fast(raw, where, "the index", cap("MAX_INDEX_BYTES"))
+
+
+def plain_name_problem(name, suffixes: tuple[str, ...] = (".safetensors",)) -> str | None:
+    """Why `name` is not a plain file name inside the checkpoint (None when it is)."""
+    if not isinstance(name, str) or not name or len(name) > 255:
+        return "not a file name"
+    if "/" in name or "\\" in name or "\0" in name or name in (".", "..") or name.startswith("~"):
+        return "a path, not a file name in this folder"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        return "has control characters"
+    if not name.endswith(suffixes):
+        return "not a " + "/".join(suffixes) + " file"
+    return None
 
 
 def shard_names_from_index(index: dict, where: str) -> list[str]:
@@ -94,69 +85,118 @@ def shard_names_from_index(index: dict, where: str) -> list[str]:
         raise CheckpointError(where, "index has no weight_map object")
     names = []
     for f in dict.fromkeys(wm.values()):
-        if (not isinstance(f, str) or not f or "/" in f or "\\" in f or f in (".", "..") or "\0" in f
-                or not f.endswith(".safetensors")):
-            raise CheckpointError(where, f"weight_map names shard {f!r}: not a .safetensors file in this folder")
+        problem = plain_name_problem(f)
+        if problem:
+            raise CheckpointError(where, f"weight_map names shard {_short(f)}: {problem}")
         names.append(f)
+    if len(names) > cap("MAX_SHARDS"):
+        raise CheckpointError(where, f"index names {len(names):,} shards, over the {cap('MAX_SHARDS'):,} cap")
     return names
 
 
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _check_inside(folder: str, path: str) -> str:
-    """Resolve symlinks (a loop is an error) and make sure the file stays inside `folder`."""
-    try:
-        real = os.path.realpath(path, strict=True)
-    except OSError as exc:
-        problem = "symlink loop" if "loop" in str(exc).lower() or getattr(exc, "errno", 0) == 40 else (
-            exc.strerror or str(exc))
-        raise CheckpointError(path, f"cannot open: {problem}") from None
-    root = os.path.realpath(folder)
-    if os.path.commonpath([root, real]) != root:
-        raise CheckpointError(path, f"resolves to {real}, outside the checkpoint folder")
-    if not os.path.isfile(real):
-        raise CheckpointError(path, "not a regular file")
-    return path
+    """`path`, a regular file that resolves inside `folder` (formats/localfiles.py)."""
+    from archprobe.formats.localfiles import regular_file_inside
+
+    return regular_file_inside(folder, path)
+
+
+def check_distinct(headers: list[Header], where: str) -> None:
+    """A tensor name in two shards is an error (100k shards repeating one name are not 100k tensors).
+
+    Folded expert entries carry their largest expert index: more of them than indices 0..top is a repeat.
+    """
+    seen: dict[str, str] = {}
+    experts: dict[str, list[int]] = {}
+    for h in headers:
+        for t in h.tensors:
+            if t.top < 0:
+                first = seen.setdefault(t.name, h.file)
+                if first != h.file:
+                    raise CheckpointError(where, f"tensor {_short(t.name)} is in two shards ({_short(first)} and "
+                                                 f"{_short(h.file)})")
+            else:
+                acc = experts.setdefault(t.name, [0, -1])
+                acc[0] += t.count
+                acc[1] = max(acc[1], t.top)
+    for name, (count, top) in experts.items():
+        if count > top + 1:
+            raise CheckpointError(where, f"tensor {_short(name)}: {count:,} expert tensors for indices 0..{top}; "
+                                         "some names repeat across shards")
+
+
+class _Totals:
+    """Running totals while headers arrive: entries and header bytes against their caps."""
+
+    def __init__(self, where: str):
+        self.where, self.entries, self.bytes = where, 0, 0
+        self.max_entries, self.max_bytes = cap("MAX_TENSOR_ENTRIES"), cap("MAX_TOTAL_HEADER_BYTES")
+
+    def add(self, h: Header) -> None:
+        self.entries += len(h.tensors)
+        self.bytes += h.header_bytes
+        if self.entries > self.max_entries:
+            raise CheckpointError(self.where, f"over {self.max_entries:,} tensor entries in all shards; refused "
+                                              "(ARCHPROBE_MAX_TENSOR_ENTRIES)")
+        if self.bytes > self.max_bytes:
+            raise CheckpointError(self.where, f"over {self.max_bytes:,} bytes of headers in all shards; refused "
+                                              "(ARCHPROBE_MAX_TOTAL_HEADER_BYTES)")
 
 
 def _open_local(source: str, progress: Progress | None) -> RawCheckpoint:
+    from archprobe.formats.localfiles import read_capped
     from archprobe.formats.parallel import read_headers
 
     warnings: list[str] = []
     if os.path.isdir(source):
         folder, single = source, None
     else:
-        _check_inside(os.path.dirname(os.path.abspath(source)) or ".", source)
         folder, single = os.path.dirname(os.path.abspath(source)), source
+        _check_inside(folder, source)
     cfg_path = os.path.join(folder, "config.json")
     config = None
-    if os.path.isfile(cfg_path):
-        config = parse_config_bytes(_read_small(_check_inside(folder, cfg_path)), cfg_path)
+    if os.path.lexists(cfg_path):
+        config = parse_config_bytes(read_capped(folder, cfg_path, cap("MAX_CONFIG_BYTES"), "config.json"), cfg_path)
     if single is not None and single.endswith(".gguf"):
-        return _open_gguf(_split_siblings(single), source, config, warnings)
+        return _open_gguf(folder, _split_siblings(single), source, config, warnings)
     if single is not None:
         if not single.endswith(".safetensors"):
             raise _unsupported_file(single)
         paths = [single]
     else:
-        entries = sorted(os.listdir(folder))
+        try:
+            entries = sorted(os.listdir(folder))
+        except OSError as exc:
+            raise SourceError(f"{source}: cannot list the folder ({exc.strerror or exc})") from None
         index_path = os.path.join(folder, "model.safetensors.index.json")
-        if os.path.isfile(index_path):
-            index = parse_index_bytes(_read_small(_check_inside(folder, index_path), MAX_INDEX_BYTES), index_path)
+        if os.path.lexists(index_path):
+            raw_index = read_capped(folder, index_path, cap("MAX_INDEX_BYTES"), "the index")
+            index = parse_index_bytes(raw_index, index_path)
+            del raw_index
             paths = [os.path.join(folder, n) for n in shard_names_from_index(index, index_path)]
+            del index
             extra = {e for e in entries if e.endswith(".safetensors")} - {os.path.basename(p) for p in paths}
             if extra:
                 warnings.append(f"{len(extra)} .safetensors file(s) not named by the index were ignored: "
-                                + ", ".join(sorted(extra)[:5]))
+                                + ", ".join(_short(e) for e in sorted(extra)[:5]))
         else:
             paths = [os.path.join(folder, e) for e in entries if e.endswith(".safetensors")]
+        if len(paths) > cap("MAX_SHARDS"):
+            raise CheckpointError(source, f"{len(paths):,} shards, over the {cap('MAX_SHARDS'):,} cap")
         if not paths:
             ggufs = [e for e in entries if e.endswith(".gguf")]
             if ggufs:
                 from archprobe.formats.gguf import choose_model
 
-                sizes = {e: os.path.getsize(os.path.join(folder, e)) for e in ggufs}
+                sizes = {e: _size(os.path.join(folder, e)) for e in ggufs}
                 chosen, notes = choose_model(ggufs, sizes, None, source)
                 warnings += notes
-                return _open_gguf([os.path.join(folder, e) for e in chosen], source, config, warnings)
+                return _open_gguf(folder, [os.path.join(folder, e) for e in chosen], source, config, warnings)
             pickles = [e for e in entries if e.endswith(PICKLE_SUFFIXES)]
             if pickles:
                 raise _unsupported_file(os.path.join(folder, pickles[0]))
@@ -166,15 +206,25 @@ def _open_local(source: str, progress: Progress | None) -> RawCheckpoint:
         if not os.path.lexists(p):
             raise CheckpointError(p, "shard named by the index is missing")
         _check_inside(folder, p)
+    totals = _Totals(source)
     done = [0]
 
-    def tick(_h):
+    def tick(h: Header) -> None:
+        totals.add(h)
         done[0] += 1
         if progress:
             progress(done[0], len(paths))
 
-    headers = read_headers(paths, on_done=tick)
+    headers = read_headers(paths, on_done=tick, folder=folder)
+    check_distinct(headers, source)
     return RawCheckpoint("local", os.path.abspath(source), None, config, headers, None, warnings)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def _split_siblings(path: str) -> list[str]:
@@ -183,20 +233,22 @@ def _split_siblings(path: str) -> list[str]:
 
     shards = split_shard_names(path)
     for shard in shards:
-        if not os.path.isfile(shard):
+        if not os.path.lexists(shard):
             raise CheckpointError(shard, f"shard of a {len(shards)}-file split GGUF is missing")
     return shards
 
 
-def _open_gguf(paths: list[str], source: str, config: dict | None, warnings: list[str]) -> RawCheckpoint:
+def _open_gguf(folder: str, paths: list[str], source: str, config: dict | None,
+               warnings: list[str]) -> RawCheckpoint:
     from archprobe.formats.gguf import read_gguf
 
     headers, meta, gcfg = [], {}, None
     for p in paths:
-        h, m, c = read_gguf(p)
+        h, m, c = read_gguf(p, folder)
         headers.append(h)
         meta = meta or m
         gcfg = gcfg or c
+    check_distinct(headers, source)
     return RawCheckpoint("gguf", os.path.abspath(source), None, config or gcfg, headers, meta, warnings)
 
 

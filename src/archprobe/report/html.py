@@ -18,10 +18,25 @@ def gib(b) -> str:
     return "n/a" if b is None else f"{b / 1024 ** 3:,.3f} GiB"
 
 
+def e(value) -> str:
+    """Every interpolated value goes through here: HTML-escaped, quotes included (attributes use ')."""
+    return escape(str(value), quote=True)
+
+
+def fmt(value, spec: str) -> str:
+    """`value` formatted with `spec` when it is a number; anything else (a hostile JSON string) shown as text."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return e(format(value, spec))
+        except (ValueError, OverflowError):
+            pass
+    return e(value)
+
+
 def num(id_: str, value, shown: str | None = None) -> str:
     """A key number: exact value in data-value (what tests and scripts read), a readable form shown."""
     shown = shown if shown is not None else (f"{value:,}" if isinstance(value, int) else str(value))
-    return f"<span id='{id_}' data-value='{escape(str(value))}'>{escape(shown)}</span>"
+    return f"<span id='{e(id_)}' data-value='{e(value)}'>{e(shown)}</span>"
 
 
 def render(data: dict) -> str:
@@ -43,21 +58,21 @@ def render(data: dict) -> str:
 
 def _structure(doc, arch) -> str:
     p = doc["params"]
-    rows = [("architectures", escape(", ".join(doc.get("architectures") or []))),
+    rows = [("architectures", e(", ".join(map(str, doc.get("architectures") or [])))),
             ("model_type", escape(str(doc["model_type"]))),
             ("layers", num("num-layers", arch["num_layers"])), ("hidden size", num("hidden-size", arch["hidden_size"])),
-            ("attention heads / KV heads", f"{arch.get('num_heads')} / {arch.get('num_kv_heads')}"),
+            ("attention heads / KV heads", f"{e(arch.get('num_heads'))} / {e(arch.get('num_kv_heads'))}"),
             ("mixers", num("mixers", ", ".join(f"{k}×{v}" for k, v in arch.get("mixers", {}).items()))),
             ("FFNs", escape(", ".join(f"{k}×{v}" for k, v in arch.get("ffns", {}).items()))),
             ("experts (top-k)", f"{num('num-experts', arch.get('num_experts'))} ({num('top-k', arch.get('top_k'))})"),
             ("parameters total", num("params-total", p["total"])),
             ("parameters active", num("params-active", p["active"])),
-            ("files / tensors", f"{doc['storage']['files']:,} / {doc['storage']['tensors']:,}"),
+            ("files / tensors", f"{fmt(doc['storage']['files'], ',')} / {fmt(doc['storage']['tensors'], ',')}"),
             ("stored bytes", num("storage-bytes", doc["storage"]["bytes"])),
             ("quantization", escape(", ".join(f"{q['scheme']} ({q['tensors']:,} tensors)"
                                               for q in doc.get("quantization", [])) or "none"))]
     table = "".join(f"<tr><th>{k}</th><td class=num>{v}</td></tr>" for k, v in rows)
-    warn = "".join(f"<li>{escape(w)}</li>" for w in doc.get("warnings", []))
+    warn = "".join(f"<li>{e(w)}</li>" for w in doc.get("warnings", []))
     return (f"<section id=structure><h2>Structure</h2><table>{table}</table>"
             + (f"<ul class=muted>{warn}</ul>" if warn else "") + "</section>")
 
@@ -66,12 +81,12 @@ def _features(doc) -> str:
     rows = []
     for f in doc["features"]:
         layers = f.get("layers") or []
-        links = " ".join(f"<a href='#layer-{i}-mixer'>{i}</a>" for i in layers[:24])
+        links = " ".join(f"<a href='#layer-{e(i)}-mixer'>{e(i)}</a>" for i in layers[:24])
         links += " …" if len(layers) > 24 else ""
-        ev = "<br>".join(f"<code>{escape(str(e.get('tensor')))}</code> {escape(str(e.get('shape') or ''))} "
-                         f"<span class=muted>{escape(str(e.get('why', '')))}</span>" for e in f["evidence"][:3])
-        rows.append(f"<tr id='feature-{escape(f['id'])}'><td>{escape(f['id'])}</td><td class=num>"
-                    f"{f['confidence']:.2f}</td><td>{links}</td><td>{ev}</td></tr>")
+        ev = "<br>".join(f"<code>{e(x.get('tensor'))}</code> {e(x.get('shape') or '')} "
+                         f"<span class=muted>{e(x.get('why', ''))}</span>" for x in f["evidence"][:3])
+        rows.append(f"<tr id='feature-{e(f['id'])}'><td>{e(f['id'])}</td><td class=num>"
+                    f"{fmt(f['confidence'], '.2f')}</td><td>{links}</td><td>{ev}</td></tr>")
     return ("<section id=features><h2>Detected features</h2><table><tr><th>feature</th><th>confidence</th>"
             "<th>layers</th><th>evidence (tensor, shape)</th></tr>" + "".join(rows) + "</table></section>")
 
@@ -89,13 +104,13 @@ def _params(doc) -> str:
 
 def _memory(data, mem) -> str:
     points = [(p["context"], p["peak_bytes"], p["cache_bytes"]) for p in data["sweep"]]
-    caches = "".join(f"<tr><td>{escape(k)}</td><td class=num>{num('cache-' + k, v, gib(v))}</td></tr>"
+    caches = "".join(f"<tr><td>{e(k)}</td><td class=num>{num('cache-' + k, v, gib(v))}</td></tr>"
                      for k, v in mem["cache_by_layer_type"].items())
     fits = ""
     if data.get("budget_bytes"):
         fits = (f"<p>Budget {num('budget', data['budget_bytes'], gib(data['budget_bytes']))}: largest context that "
                 f"fits {num('largest-fitting-context', data['largest_fitting_context'])} tokens.</p>")
-    assumptions = "".join(f"<li>{escape(a)}</li>" for a in mem["assumptions"])
+    assumptions = "".join(f"<li>{e(a)}</li>" for a in mem["assumptions"])
     return (f"<section id=memory><h2>Memory</h2>{svg.memory_curve(points, data.get('budget_bytes'), mem['context'])}"
             f"<p>At {num('memory-context', mem['context'])} tokens × batch {num('memory-batch', mem['batch'])}: peak "
             f"<b>{num('memory-peak', mem['peak_bytes'], gib(mem['peak_bytes']))}</b> = weights "
@@ -131,15 +146,22 @@ def _feature_link(fid: str) -> str:
 
 
 def _validate(v) -> str:
+    """A `validate --json` document, possibly from a file someone else wrote: every value escaped, numbers
+    formatted only when they are numbers."""
     if not v:
         return ("<section id=validate><h2>Validation</h2><p class=muted>not run (<code>archprobe report --validate"
                 "</code> or <code>--validate-json FILE</code>)</p></section>")
-    rows = "".join(f"<tr><td><a href='#layer-{s['index']}-mixer'>{s['index']}</a></td><td>{escape(str(s['kind']))}"
-                   f"</td><td class=num>{s['out_rms']:.4g}</td><td class=num>{s['max_abs']:.4g}</td>"
-                   f"<td>{'yes' if s['finite'] else 'NO'}</td></tr>" for s in v.get("layers", []))
+    layers = v.get("layers") if isinstance(v.get("layers"), list) else []
+    rows = "".join(f"<tr><td><a href='#layer-{e(s.get('index'))}-mixer'>{e(s.get('index'))}</a></td>"
+                   f"<td>{e(s.get('kind'))}</td><td class=num>{fmt(s.get('out_rms'), '.4g')}</td>"
+                   f"<td class=num>{fmt(s.get('max_abs'), '.4g')}</td>"
+                   f"<td>{'yes' if s.get('finite') is True else 'NO'}</td></tr>"
+                   for s in layers if isinstance(s, dict))
     ref = v.get("reference")
-    ref_line = f"<p>reference: {escape(str(ref))}</p>" if ref else ""
-    return (f"<section id=validate><h2>Validation</h2><p>status <b>{num('validate-status', v['status'])}</b>; "
-            f"{v.get('mapped_tensors', 0):,} tensors mapped, {len(v.get('unmapped_tensors', [])):,} not mapped.</p>"
+    ref_line = f"<p>reference: {e(ref)}</p>" if ref else ""
+    unmapped = v.get("unmapped_tensors")
+    n_unmapped = len(unmapped) if isinstance(unmapped, list) else unmapped
+    return (f"<section id=validate><h2>Validation</h2><p>status <b>{num('validate-status', v.get('status'))}</b>; "
+            f"{fmt(v.get('mapped_tensors', 0), ',')} tensors mapped, {fmt(n_unmapped, ',')} not mapped.</p>"
             f"{ref_line}<table><tr><th>layer</th><th>kind</th><th>rms</th><th>max |h|</th><th>finite</th></tr>{rows}"
             "</table></section>")

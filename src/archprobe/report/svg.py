@@ -30,10 +30,11 @@ def layer_strip(layers: list[dict]) -> str:
         parts.append(f"<text x='0' y='{y + 13}' font-size='11'>{row}</text>")
         for layer in layers:
             kind = str(layer.get(row) or "none")
-            x = label_w + layer["index"] * cell
-            parts.append(f"<rect id='layer-{layer['index']}-{row}' x='{x}' y='{y}' width='{cell - 1}' "
+            index = layer["index"] if isinstance(layer["index"], int) else 0
+            x = label_w + index * cell
+            parts.append(f"<rect id='layer-{index}-{row}' x='{x}' y='{y}' width='{cell - 1}' "
                          f"height='{row_h}' fill='{color(kind)}' data-kind='{escape(kind)}'><title>layer "
-                         f"{layer['index']}: {row} {escape(kind)}</title></rect>")
+                         f"{index}: {row} {escape(kind)}</title></rect>")
     for i in range(0, n, max(1, n // 12)):
         parts.append(f"<text x='{label_w + i * cell}' y='{height - 4}' font-size='9'>{i}</text>")
     parts.append("</svg>")
@@ -54,7 +55,8 @@ def bars(items: list[tuple[str, float]], unit: str = "", width: int = 520) -> st
     for i, (label, value) in enumerate(items):
         y = i * (row_h + 4)
         w = width * value / top
-        parts.append(f"<text x='{label_w - 6}' y='{y + 13}' font-size='11' text-anchor='end'>{escape(label)}</text>"
+        parts.append(f"<text x='{label_w - 6}' y='{y + 13}' font-size='11' text-anchor='end'>"
+                     f"{escape(str(label))}</text>"
                      f"<rect x='{label_w}' y='{y}' width='{w:.1f}' height='{row_h}' fill='#3a7bd5'/>"
                      f"<text x='{label_w + w + 4}' y='{y + 13}' font-size='11'>{value:,.0f}{unit}</text>")
     parts.append("</svg>")

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
+import math
 
 from archprobe.errors import SourceError
 
@@ -18,12 +17,19 @@ def scrape(url: str, timeout_s: float = 10.0) -> list[tuple[str, float, dict]]:
     other than the served model name."""
     from prometheus_client.parser import text_string_to_metric_families
 
+    from archprobe.formats.http import GuardedHTTP, _Transient
+    from archprobe.formats.limits import Deadline
+
+    hint = "the server's /metrics URL, e.g. http://host:8000/metrics"
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 (a URL the user gave)
-            text = resp.read(MAX_BYTES).decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise SourceError(f"{url}: cannot scrape metrics ({exc})", hint="the server's /metrics URL, "
-                          "e.g. http://host:8000/metrics") from None
+        resp = GuardedHTTP(Deadline(timeout_s, "scraping metrics")).get(url, MAX_BYTES)
+    except _Transient as exc:
+        raise SourceError(f"cannot scrape metrics: {exc.message}", hint=hint) from None
+    except SourceError as exc:
+        raise SourceError(f"cannot scrape metrics: {exc.message}", hint=exc.hint or hint) from None
+    if resp.status != 200:
+        raise SourceError(f"{_show(url)}: cannot scrape metrics (HTTP {resp.status})", hint=hint)
+    text = resp.body.decode("utf-8", "replace")
     totals: dict[tuple[str, str], float] = {}
     try:
         for family in text_string_to_metric_families(text):
@@ -31,11 +37,20 @@ def scrape(url: str, timeout_s: float = 10.0) -> list[tuple[str, float, dict]]:
                 name = sample.name
                 if not name.startswith(PREFIXES) or not (name.endswith("_total") or name in GAUGES):
                     continue
-                model = sample.labels.get("model_name", "")
-                totals[(name, model)] = totals.get((name, model), 0.0) + float(sample.value)
-    except ValueError as exc:
-        raise SourceError(f"{url}: not Prometheus text format ({exc})") from None
+                value = float(sample.value)
+                if not math.isfinite(value) or value < 0:   # a NaN or negative counter is no usage number
+                    continue
+                model = str(sample.labels.get("model_name", ""))[:200]
+                totals[(name, model)] = totals.get((name, model), 0.0) + value
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        raise SourceError(f"{_show(url)}: not Prometheus text format ({str(exc)[:120]})") from None
     if not totals:
-        raise SourceError(f"{url}: no vLLM or SGLang request/token metrics found",
+        raise SourceError(f"{_show(url)}: no vLLM or SGLang request/token metrics found",
                           hint="point at an inference server's /metrics endpoint")
     return [(name, value, {"model_name": model} if model else {}) for (name, model), value in sorted(totals.items())]
+
+
+def _show(url: str) -> str:
+    from archprobe.formats.http import _show as show
+
+    return show(url)

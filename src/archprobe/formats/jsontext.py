@@ -1,0 +1,94 @@
+"""JSON from outside (config.json, index, hub answers), parsed strictly and within caps.
+
+Strict means what two parsers could disagree on is an error, not a guess: a key given twice
+(`"num_hidden_layers": 2, "num_hidden_layers": 100`), NaN/Infinity or a number too large for a
+float, nesting deeper than MAX_JSON_DEPTH (json.loads would hit a RecursionError), more bytes than
+the cap. Every failure is one CheckpointError naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from archprobe.errors import CheckpointError
+from archprobe.formats.limits import cap
+
+
+class _Refused(ValueError):
+    pass
+
+
+def _no_constant(name: str):
+    raise _Refused(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused(f"number {text[:40]} is out of range")
+    return value
+
+
+def _unique_keys(pairs: list) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _Refused(f"key {k[:80]!r} appears twice")
+            seen.add(k)
+    return out
+
+
+def _depth(doc, limit: int) -> int:
+    """The nesting depth of `doc` (iterative: a deep document cannot exhaust the stack here)."""
+    deepest, stack = 0, [(doc, 1)]
+    while stack:
+        node, d = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, d)
+            if deepest > limit:
+                return deepest
+            stack.extend((child, d + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def load_strict(raw: bytes, where: str, what: str, limit: int | None = None) -> dict:
+    """A JSON object from `raw`; any of the module docstring's problems is one CheckpointError."""
+    limit = cap("MAX_CONFIG_BYTES") if limit is None else limit
+    if len(raw) > limit:
+        raise CheckpointError(where, f"{what} is {len(raw):,} bytes, over the {limit:,}-byte cap")
+    max_depth = cap("MAX_JSON_DEPTH")
+    try:
+        doc = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant,
+                         parse_float=_finite_float)
+    except _Refused as exc:
+        raise CheckpointError(where, f"{what} is refused: {exc}") from None
+    except RecursionError:
+        raise CheckpointError(where, f"{what} nests too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, int digit limit, bad UTF-8
+        msg = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise CheckpointError(where, f"{what} is not valid JSON ({msg})") from None
+    if not isinstance(doc, dict):
+        raise CheckpointError(where, f"{what} is a JSON {type(doc).__name__}, not an object")
+    if _depth(doc, max_depth) > max_depth:
+        raise CheckpointError(where, f"{what} nests deeper than {max_depth} levels")
+    return doc
+
+
+def load_fast(raw: bytes, where: str, what: str, limit: int) -> dict:
+    """A large JSON object (the index) with orjson: capped, NaN refused, depth capped at 1024 by orjson.
+    Duplicate keys keep the last value (the index only names shard files; each header is read anyway)."""
+    from archprobe.formats.safetensors import _json_loads, _JSONError
+
+    if len(raw) > limit:
+        raise CheckpointError(where, f"{what} is {len(raw):,} bytes, over the {limit:,}-byte cap")
+    try:
+        doc = _json_loads(raw)
+    except (_JSONError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        msg = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise CheckpointError(where, f"{what} is not valid JSON ({msg})") from None
+    if not isinstance(doc, dict):
+        raise CheckpointError(where, f"{what} is a JSON {type(doc).__name__}, not an object")
+    return doc

@@ -1,0 +1,87 @@
+"""Every cap on bytes, counts and time that applies to input from outside, in one place.
+
+Why one place: a reader without a cap is a memory bomb waiting for a hostile file or server, and a
+cap nobody can find cannot be reasoned about. Each value can be lowered (or raised) through an
+environment variable of the same name prefixed `ARCHPROBE_` (tests use small ones to stay fast):
+
+| cap                              | default  | what it bounds                                          |
+|----------------------------------|----------|---------------------------------------------------------|
+| MAX_HEADER_BYTES                 | 100 MB   | one safetensors JSON header (the hub's API allows 25 MB) |
+| MAX_TOTAL_HEADER_BYTES           | 1 GB     | all safetensors headers of one checkpoint (K3: 76 MB)    |
+| MAX_TENSOR_ENTRIES               | 2,000,000| tensors of one checkpoint, all shards (K3: 497,220)      |
+| MAX_CONFIG_BYTES                 | 16 MB    | config.json, tokenizer_config.json and friends           |
+| MAX_INDEX_BYTES                  | 256 MB   | model.safetensors.index.json (K3: ~40 MB)                |
+| MAX_LISTING_BYTES                | 64 MB    | one page of a hub listing or model-info answer           |
+| MAX_LISTING_PAGES                | 200      | pages of one hub listing (1,000 files a page)            |
+| MAX_LISTING_FILES                | 200,000  | files in one hub listing                                 |
+| MAX_REQUESTS                     | 20,000   | HTTP requests of one command                             |
+| MAX_REDIRECTS                    | 5        | redirects followed for one request                       |
+| MAX_JSON_DEPTH                   | 64       | nesting of config/index JSON                             |
+| MAX_SHARDS                       | 100,000  | shard files of one checkpoint                            |
+| REQUEST_DEADLINE_S               | 120      | one HTTP request, start to last byte (not per read)      |
+| DEADLINE_S                       | 900      | all network reads of one command together               |
+
+Memory: a parsed JSON header costs up to ~9x its bytes in Python objects while it is parsed, one
+header at a time when any header is large, so `inspect` of a hostile checkpoint peaks under about
+10 x MAX_HEADER_BYTES plus 300 bytes per tensor entry kept (MAX_TENSOR_ENTRIES). Network reads are
+streamed in 64 KB chunks and aborted at the cap, so a response never costs more than its cap.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from archprobe.errors import SourceError
+
+_DEFAULTS: dict[str, float] = {
+    "MAX_HEADER_BYTES": 100 * 1024 * 1024,
+    "MAX_TOTAL_HEADER_BYTES": 1024 * 1024 * 1024,
+    "MAX_TENSOR_ENTRIES": 2_000_000,
+    "MAX_CONFIG_BYTES": 16 * 1024 * 1024,
+    "MAX_INDEX_BYTES": 256 * 1024 * 1024,
+    "MAX_LISTING_BYTES": 64 * 1024 * 1024,
+    "MAX_LISTING_PAGES": 200,
+    "MAX_LISTING_FILES": 200_000,
+    "MAX_REQUESTS": 20_000,
+    "MAX_REDIRECTS": 5,
+    "MAX_JSON_DEPTH": 64,
+    "MAX_SHARDS": 100_000,
+    "REQUEST_DEADLINE_S": 120.0,
+    "DEADLINE_S": 900.0,
+}
+
+
+def cap(name: str) -> int | float:
+    """The cap `name`, from `ARCHPROBE_<name>` when set to a positive finite number, else the default."""
+    default = _DEFAULTS[name]
+    text = os.environ.get("ARCHPROBE_" + name)
+    if text:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not (0 < value < 1e15):
+            raise SourceError(f"ARCHPROBE_{name}={text!r}: not a positive number")
+        return value if isinstance(default, float) else int(value)
+    return default
+
+
+class Deadline:
+    """A point in (monotonic) time after which a command's network reads stop, with one clear error."""
+
+    def __init__(self, seconds: float | None = None, what: str = "reading from the network"):
+        self.seconds = float(cap("DEADLINE_S") if seconds is None else seconds)
+        self.end = time.monotonic() + self.seconds
+        self.what = what
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def check(self, where: str) -> float:
+        """Seconds left; a SourceError once none are."""
+        left = self.left()
+        if left <= 0:
+            raise SourceError(f"{where}: gave up after {self.seconds:g} s {self.what} (the command's deadline)",
+                              hint="raise ARCHPROBE_DEADLINE_S, or check the server")
+        return left
