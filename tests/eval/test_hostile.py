@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
 import uuid
 from pathlib import Path
@@ -21,6 +20,7 @@ from archprobe.eval.report import build_report
 from archprobe.eval.runner import RunOptions, run_eval
 from archprobe.eval.tasks import load_task_set
 from tests.eval.scripted import ScriptedServer, completion
+from tests.support.rss import peak_rss_growth
 
 RIGHT = {0, 3, 6, 9}
 CHAT_KINDS = ["deep_body", "deep_content", "not_json", "huge", "endless", "no_choices", "content_number",
@@ -80,22 +80,24 @@ def test_malformed_answers_exactly_where_it_would_fail_do_not_change_the_rate(tm
     opts = RunOptions(endpoint="", model="m", attempts=10, concurrency=8, timeout_s=20, max_retries=1,
                       backoff_s=0.01)
     rates, logs = {}, {}
-    for hostile in (False, True):
-        with ScriptedServer(chat_respond(hostile)) as srv:
-            opts.endpoint = srv.url
-            run_id = run_eval(ledger, ts, opts, run_id=f"hostile={hostile}")
-            logs[hostile] = {e["attempt"]: e["action"] for e in srv.log}
-        report = build_report(ledger, run_id)
-        rates[hostile] = report["success_rate"]
-        assert report["outcomes"]["error"] == 0 and report["outcomes"]["timeout"] == 0, report["outcomes"]
-        for row in ledger.attempts(run_id):
-            action = logs[hostile][f"{row.task_id}/{row.sample}/{row.try_}"]
-            assert row.outcome == ("pass" if action == "right" else "fail"), (action, row.detail)
-            if hostile and action != "wrong:deep_content":
-                assert action == "right" or row.detail["fault"] == "model", (action, row.detail)
+    with peak_rss_growth() as rss:
+        for hostile in (False, True):
+            with ScriptedServer(chat_respond(hostile)) as srv:
+                opts.endpoint = srv.url
+                run_id = run_eval(ledger, ts, opts, run_id=f"hostile={hostile}")
+                logs[hostile] = {e["attempt"]: e["action"] for e in srv.log}
+            report = build_report(ledger, run_id)
+            rates[hostile] = report["success_rate"]
+            assert report["outcomes"]["error"] == 0 and report["outcomes"]["timeout"] == 0, report["outcomes"]
+            for row in ledger.attempts(run_id):
+                action = logs[hostile][f"{row.task_id}/{row.sample}/{row.try_}"]
+                assert row.outcome == ("pass" if action == "right" else "fail"), (action, row.detail)
+                if hostile and action != "wrong:deep_content":
+                    assert action == "right" or row.detail["fault"] == "model", (action, row.detail)
     assert set(logs[True].values()) >= {"wrong:" + k for k in CHAT_KINDS}, "every hostile kind was sent"
     assert rates[True] == rates[False] == pytest.approx(len(RIGHT) / 10)
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 500 * 1024, "harness RSS stays under 500 MB"
+    # 500 MB for archprobe in all, less the ~50 MB an idle archprobe process holds before the run
+    assert rss.bytes < 450 << 20, f"the harness grew by {rss.bytes >> 20} MB"
 
 
 # -- agentic -------------------------------------------------------------------------------------
@@ -177,24 +179,25 @@ def test_hostile_agent_cannot_change_the_rate_outlast_the_deadline_or_escape(tmp
     opts = RunOptions(endpoint="", model="m", attempts=len(AGENT_KINDS), concurrency=6, timeout_s=timeout,
                       max_retries=0, backoff_s=0.01, max_turns=3)
     rates = {}
-    for hostile in (False, True):
-        with ScriptedServer(agentic_respond(hostile, mark, ts.root / "repo")) as srv:
-            opts.endpoint = srv.url
-            run_id = run_eval(ledger, ts, opts, run_id=f"agentic-hostile={hostile}")
-            log = {e["attempt"]: e["action"] for e in srv.log if "#" not in e["attempt"]}
-        report = build_report(ledger, run_id)
-        rates[hostile] = report["success_rate"]
-        for row in ledger.attempts(run_id):
-            action = log[f"{row.task_id}/{row.sample}/{row.try_}"]
-            assert row.outcome == ("pass" if action == "right" else "fail"), (action, row.detail)
-            assert row.seconds <= timeout + 5, (action, row.seconds)
-            if action == "wrong:rewrite_test":
-                assert sorted(row.detail["tampered"]) == ["test_calc.py", "test_hidden.py"]
-            if action == "wrong:endless_output":
-                assert row.detail["test"]["truncated_bytes"] > 0
-            if action == "wrong:symlink_read":
-                read = [s for s in ledger.steps(row.attempt_id) if s.get("name") == "read_file"]
-                assert read and not read[0]["ok"] and "symlink" in read[0]["result"]
+    with peak_rss_growth() as rss:
+        for hostile in (False, True):
+            with ScriptedServer(agentic_respond(hostile, mark, ts.root / "repo")) as srv:
+                opts.endpoint = srv.url
+                run_id = run_eval(ledger, ts, opts, run_id=f"agentic-hostile={hostile}")
+                log = {e["attempt"]: e["action"] for e in srv.log if "#" not in e["attempt"]}
+            report = build_report(ledger, run_id)
+            rates[hostile] = report["success_rate"]
+            for row in ledger.attempts(run_id):
+                action = log[f"{row.task_id}/{row.sample}/{row.try_}"]
+                assert row.outcome == ("pass" if action == "right" else "fail"), (action, row.detail)
+                assert row.seconds <= timeout + 5, (action, row.seconds)
+                if action == "wrong:rewrite_test":
+                    assert sorted(row.detail["tampered"]) == ["test_calc.py", "test_hidden.py"]
+                if action == "wrong:endless_output":
+                    assert row.detail["test"]["truncated_bytes"] > 0
+                if action == "wrong:symlink_read":
+                    read = [s for s in ledger.steps(row.attempt_id) if s.get("name") == "read_file"]
+                    assert read and not read[0]["ok"] and "symlink" in read[0]["result"]
     assert rates[True] == rates[False] == pytest.approx(len(RIGHT) / len(AGENT_KINDS))
     # no process survives, nothing was written outside the workspaces, the task set is untouched
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -209,7 +212,7 @@ def test_hostile_agent_cannot_change_the_rate_outlast_the_deadline_or_escape(tmp
     assert load_task_set(tmp_path / "set").hash == ts.hash
     assert not [p for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("archprobe-attempt-*")
                 if p.stat().st_mtime > ledger.run(run_id)["created_at"] - 1], "workspaces are removed"
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 500 * 1024
+    assert rss.bytes < 450 << 20, f"the harness grew by {rss.bytes >> 20} MB"
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="symlink refusal is tested where symlinks are cheap")
