@@ -81,10 +81,18 @@ def test_sliding_window_is_bounded_by_the_window(tmp_path):
 
 
 def test_unknown_layer_type_is_named_never_zero(tiny_k3):
-    doc = inspect_checkpoint(tiny_k3)
-    doc["layers"][2]["mixer"] = "unknown"
-    doc["layers"][4]["mixer"] = "hyena"
+    doc = inspect_checkpoint(tiny_k3)          # memory reads the layer plan from the card
+    doc["card"]["layers"][2]["mixer"]["kind"] = "unknown"
+    doc["card"]["layers"][4]["mixer"]["kind"] = "hyena"
     with pytest.raises(MemoryPlanError, match=r"unknown layer type at layer\(s\) 2 \(unknown\), 4 \(hyena\)"):
+        plan_memory(doc, 4096)
+
+
+def test_unknown_card_field_is_named(tiny_k3):
+    doc = inspect_checkpoint(tiny_k3)
+    mla = next(i for i, layer in enumerate(doc["card"]["layers"]) if layer["mixer"]["kind"] == "mla")
+    doc["card"]["layers"][mla]["mixer"]["cache_width_per_token"] = None
+    with pytest.raises(MemoryPlanError, match=rf"layers\.{mla}\.mixer\.cache_width_per_token"):
         plan_memory(doc, 4096)
 
 

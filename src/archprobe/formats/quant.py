@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from archprobe.formats.safetensors import TensorInfo
 
 PLAIN_DTYPES = {"F32", "F16", "BF16", "F64", "GGUF_F32", "GGUF_F16", "GGUF_BF16", "GGUF_F64"}
+SCALE_ONLY_DTYPES = {"F8_E8M0", "E8M0", "UE8"}
 FP8_DTYPES = {"F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ"}
 CT_META_SUFFIXES = ("weight_scale", "weight_zero_point", "weight_global_scale", "input_global_scale",
                     "weight_shape", "weight_g_idx", "input_scale", "output_scale", "k_scale", "v_scale")
@@ -131,6 +132,20 @@ def classify(tensors: list[TensorInfo], qconfig: dict | None = None) -> dict[str
                 roles[name] = QuantRole("fp8", t.numel, bits=8)
             for s in CT_META_SUFFIXES:
                 meta(f"{base}.{s}", roles[name].scheme)
+        elif leaf.endswith("_blocks") and t.dtype == "U8" and len(t.shape) >= 2 and (
+                by_name.get(f"{name[: -len('_blocks')]}_scales") is not None or "mxfp4" in fmt):
+            # gpt-oss: `<w>_blocks` [..., G, 16] bytes hold 32 FP4 values per group, `<w>_scales` [..., G] the
+            # E8M0 exponents (quant_method: mxfp4)
+            roles[name] = QuantRole("mxfp4", t.numel * 2, bits=4, group_size=t.shape[-1] * 2)
+            meta(f"{name[: -len('_blocks')]}_scales", "mxfp4")
+        elif leaf == "weight" and t.dtype == "U8" and sib("weight_scale") is not None and (
+                sib("weight_scale_2") is not None or "modelopt" in fmt or "nvfp4" in fmt):
+            # modelopt NVFP4: `weight` U8 [out, in/2], FP8 `weight_scale` per 16 values, F32 `weight_scale_2`
+            scale = sib("weight_scale")
+            group = cfg_group or ((t.shape[-1] * 2) // scale.shape[-1] if scale.shape and scale.shape[-1] else 16)
+            roles[name] = QuantRole("nvfp4", t.numel * 2, bits=4, group_size=group)
+            for s in (*CT_META_SUFFIXES, "weight_scale_2"):
+                meta(f"{base}.{s}", "nvfp4")
         elif leaf == "weight" and t.dtype == "U8" and children.get(name):
             roles[name] = QuantRole("bnb", t.numel * 2, bits=4, group_size=cfg_group or 64)
             for n in children[name]:
@@ -144,6 +159,8 @@ def classify(tensors: list[TensorInfo], qconfig: dict | None = None) -> dict[str
             roles[name] = QuantRole("mlx", t.numel * (32 // bits), bits=bits, group_size=cfg_group)
             meta(f"{base}.scales", "mlx")
             meta(f"{base}.biases", "mlx")
+        elif t.dtype in SCALE_ONLY_DTYPES:   # exponent-only formats hold block scales, never weights
+            roles[name] = QuantRole(None, 0, metadata=True)
         else:
             roles[name] = QuantRole(None, t.numel)
     return roles

@@ -46,10 +46,10 @@ class TensorInfo:
     Expert indices of 10 digits or more are not folded (each such name stays its own entry).
     """
 
-    __slots__ = ("name", "dtype", "shape", "nbytes", "file", "count", "top")
+    __slots__ = ("name", "dtype", "shape", "nbytes", "file", "count", "top", "first")
 
     def __init__(self, name: str, dtype: str, shape: tuple[int, ...], nbytes: int, file: str, count: int = 1,
-                 top: int = -1):
+                 top: int = -1, first: str | None = None):
         self.name = name
         self.dtype = dtype
         self.shape = shape
@@ -57,6 +57,7 @@ class TensorInfo:
         self.file = file
         self.count = count
         self.top = top   # folded entries: the largest expert index seen (a duplicate check across shards)
+        self.first = first      # a folded family's first real name (to unfold a family of one)
 
     @property
     def numel(self) -> int:
@@ -67,7 +68,8 @@ class TensorInfo:
         return f"TensorInfo({self.name!r}, {self.dtype}, {list(self.shape)}{n}, {self.file!r})"
 
     def __reduce__(self):  # compact pickling between worker processes
-        return (TensorInfo, (self.name, self.dtype, self.shape, self.nbytes, self.file, self.count, self.top))
+        return (TensorInfo, (self.name, self.dtype, self.shape, self.nbytes, self.file, self.count, self.top,
+                             self.first))
 
 
 class Header:
@@ -214,20 +216,30 @@ def _fast_entries(doc: dict, file: str, data_bytes: int | None):
             return None, None
         if size:
             spans.append((begin, end))
-        if EXPERT_MARK in tname:
+        head = None
+        if EXPERT_MARK in tname:       # the common spelling, checked first: K3 has 494k of these
             head, _, tail = tname.rpartition(EXPERT_MARK)
+            head += EXPERT_MARK[:-1]
             idx, dot, rest = tail.partition(".")
-            if dot and idx.isdigit() and len(idx) < 10:
-                key = (head, rest, dtype, tuple(shape))
-                info = folded.get(key)
-                if info is None:
-                    folded[key] = info = TensorInfo(f"{head}{EXPERT_MARK}*.{rest}", dtype, key[3], size, file, 0)
-                    tensors.append(info)
-                info.count += 1
-                i = int(idx)
-                if i > info.top:
-                    info.top = i
-                continue
+            if not (dot and idx.isdigit() and len(idx) < 10):
+                head = None
+        elif tname.count(".") >= 4:    # any other enumeration inside an enumerated layer, whatever it is called
+            parts = tname.split(".")
+            digits = [i for i, p in enumerate(parts[:-1]) if p.isdigit() and len(p) < 10]
+            if len(digits) >= 2:
+                k = digits[-1]
+                head, idx, rest = ".".join(parts[:k]), parts[k], ".".join(parts[k + 1:])
+        if head is not None:
+            key = (head, rest, dtype, tuple(shape))
+            info = folded.get(key)
+            if info is None:
+                folded[key] = info = TensorInfo(f"{head}.*.{rest}", dtype, key[3], size, file, 0, -1, tname)
+                tensors.append(info)
+            info.count += 1
+            i = int(idx)
+            if i > info.top:
+                info.top = i
+            continue
         tensors.append(TensorInfo(tname, dtype, tuple(shape), size, file))
     return tensors, spans
 

@@ -54,8 +54,25 @@ def parse_bytes(text: str) -> int:
     raise MemoryPlanError(f"not a size: {text!r}", hint="use e.g. 80GB or 141GiB")
 
 
-def _feature(doc: dict, fid: str) -> dict | None:
-    return next((f for f in doc["features"] if f["id"] == fid), None)
+def card_of(doc: dict, card=None):
+    """The architecture card the plan reads: the one given (`--card`), else the one inspect built."""
+    from archprobe.structure.card import Card
+
+    if card is not None:
+        return card
+    cached = _CARDS.get(id(doc))
+    if cached is not None and cached[0] is doc["card"]:
+        return cached[1]
+    if "card" not in doc:
+        raise MemoryPlanError("this inspect document carries no architecture card",
+                              hint="re-run archprobe inspect with this version")
+    parsed = Card.from_dict(doc["card"])
+    _CARDS.clear()                       # one document at a time: sweeps and searches re-plan the same one
+    _CARDS[id(doc)] = (doc["card"], parsed)
+    return parsed
+
+
+_CARDS: dict[int, tuple] = {}
 
 
 def _model_dtype(doc: dict) -> str:
@@ -75,109 +92,87 @@ def _weights(doc: dict, weight_dtype: str | None) -> tuple[int, str]:
     return int(math.ceil(n * (b + scale))), note
 
 
-def _per_layer(doc: dict, T: int, kv_b: float, act_b: float, state_b: float, engine: str | None):
-    """(layer index, kind, bytes for one sequence) for every decoder layer."""
-    feats = {f["id"]: f for f in doc["features"]}
-    swa = feats.get("attention.sliding_window")
-    swa_layers = set(swa["attrs"].get("layers") or swa["layers"]) if swa else set()
-    idx = feats.get("attention.sparse_indexer")
-    idx_layers = set(idx["layers"]) if idx else set()
+def _per_layer(card, T: int, kv_b: float, act_b: float, state_b: float, engine: str | None):
+    """(layer index, kind, bytes for one sequence) for every decoder layer, from the card's mixers."""
     pad = {"vllm": 16, "llamacpp": 256}.get(engine or "", 1)
-    rows, unknown = [], []
-    for layer in doc["layers"]:
-        i, kind = layer["index"], layer["mixer"]
+    known = {*KV_KINDS, "mla", "lowrank_kv", "kda", "gated_deltanet", "mamba2", "short_conv", "none"}
+    odd = [f"{i} ({layer.mixer.kind})" for i, layer in enumerate(card.layers) if layer.mixer.kind not in known]
+    if odd:
+        raise MemoryPlanError(f"unknown layer type at layer(s) {', '.join(odd[:12])}"
+                              + (" ..." if len(odd) > 12 else "") + ": no cache formula",
+                              hint="archprobe card SOURCE shows what the shapes said for these layers")
+    needed = [f for f in card.unknown_fields() if ".mixer." in f or f == "hidden_size"]
+    if needed:
+        raise MemoryPlanError(f"the card leaves {len(needed)} field(s) unknown that the cache size needs: "
+                              + ", ".join(needed[:8]) + (" ..." if len(needed) > 8 else ""),
+                              hint="archprobe card SOURCE -o card.yaml, fill them in, then --card card.yaml")
+    rows = []
+    for i, layer in enumerate(card.layers):
+        m = layer.mixer
+        kind = m.kind
         if kind in KV_KINDS:
-            a = feats[f"attention.{kind}"]["attrs"]
-            if not a.get("num_kv_heads") or not a.get("head_dim"):
-                unknown.append(f"{i} ({kind}: KV heads or head_dim unknown)")
-                continue
-            window = swa["attrs"]["window"] if i in swa_layers else None
+            window = m.sliding_window
             t = min(T, window) if window else T
             label = "sliding_window" if window else kind
-            rows.append((i, label, kv_cache(math.ceil(t / pad) * pad, a["num_kv_heads"], a["head_dim"], kv_b)))
-        elif kind == "mla":
-            a = feats["attention.mla"]["attrs"]
-            index_dim = (idx["attrs"].get("index_dim") or 0) if i in idx_layers else 0
-            rows.append((i, "mla", mla_cache(math.ceil(T / pad) * pad, a["cache_width_per_token"], kv_b, index_dim)))
-        elif kind == "lowrank_kv":
-            a = feats["attention.kv_compression"]["attrs"]
-            width = a.get("cache_width_per_token")
-            if not width:
-                unknown.append(f"{i} (lowrank_kv: latent width unknown)")
-                continue
-            rows.append((i, "lowrank_kv", mla_cache(math.ceil(T / pad) * pad, width, kv_b)))
+            rows.append((i, label, kv_cache(math.ceil(t / pad) * pad, m.num_kv_heads, m.head_dim, kv_b)))
+        elif kind in ("mla", "lowrank_kv"):
+            index_dim = (m.indexer or {}).get("index_dim") or 0
+            rows.append((i, kind, mla_cache(math.ceil(T / pad) * pad, m.cache_width_per_token, kv_b, index_dim)))
         elif kind == "kda":
-            a = feats["linear_attention.kda"]["attrs"]
-            h, d = a["num_heads"], a["head_dim"]
-            rows.append((i, "kda", linear_state(h, d, d, 3 * h * d, a.get("conv_kernel") or 4, state_b, act_b)))
+            h, d = m.num_heads, m.head_dim
+            rows.append((i, "kda", linear_state(h, d, d, 3 * h * d, m.conv_kernel or 4, state_b, act_b)))
         elif kind == "gated_deltanet":
-            a = feats["linear_attention.gated_deltanet"]["attrs"]
-            if not (a.get("num_heads") and a.get("head_dim") and a.get("conv_dim")):
-                unknown.append(f"{i} (gated_deltanet: head dims unknown)")
-                continue
-            rows.append((i, "gated_deltanet", linear_state(a["num_heads"], a["head_dim"],
-                                                           a.get("value_head_dim") or a["head_dim"], a["conv_dim"],
-                                                           a.get("conv_kernel") or 4, state_b, act_b)))
+            rows.append((i, "gated_deltanet", linear_state(m.num_heads, m.head_dim, m.value_head_dim or m.head_dim,
+                                                           m.conv_dim, m.conv_kernel or 4, state_b, act_b)))
         elif kind == "mamba2":
-            a = feats["ssm.mamba2"]["attrs"]
-            if not (a.get("head_dim") and a.get("state_size") and a.get("conv_dim")):
-                unknown.append(f"{i} (mamba2: head_dim/state_size unknown)")
-                continue
-            rows.append((i, "mamba2", mamba2_state(a["num_heads"], a["head_dim"], a["state_size"], a["conv_dim"],
-                                                   a.get("conv_kernel") or 4, state_b, act_b)))
+            rows.append((i, "mamba2", mamba2_state(m.num_heads, m.head_dim, m.state_size, m.conv_dim,
+                                                   m.conv_kernel or 4, state_b, act_b)))
+        elif kind == "short_conv":
+            rows.append((i, "short_conv", (m.conv_kernel - 1) * m.conv_dim * act_b))
         elif kind == "none":
             rows.append((i, "none", 0))
         else:
-            unknown.append(f"{i} ({kind})")
-    if unknown:
-        raise MemoryPlanError(f"unknown layer type at layer(s) {', '.join(unknown[:12])}"
-                              + (" ..." if len(unknown) > 12 else "") + ": no cache formula",
-                              hint="archprobe inspect shows what the detectors saw for these layers")
+            raise MemoryPlanError(f"unknown layer type at layer {i} ({kind}): no cache formula",
+                                  hint="archprobe card SOURCE shows what the shapes said for this layer")
     return rows
 
 
-def _activations(doc: dict, chunk: int, T: int, batch: int, act_b: float, engine: str | None) -> tuple[int, str]:
+def _activations(doc: dict, card, chunk: int, T: int, batch: int, act_b: float,
+                 engine: str | None) -> tuple[int, str]:
     """Prefill workspace of one chunk: the largest single layer's transient tensors, the AttnRes bank,
     and the last token's logits."""
-    a = doc["architecture"]
-    H = a.get("hidden_size") or 0
-    feats = {f["id"]: f for f in doc["features"]}
+    H = card.hidden_size or 0
     widths = [4 * H]
-    for fid in ("attention.gqa", "attention.mha", "attention.mqa"):
-        if fid in feats:
-            at = feats[fid]["attrs"]
-            widths.append(2 * (at.get("num_heads") or 0) * (at.get("head_dim") or 0)
-                          + 2 * (at.get("num_kv_heads") or 0) * (at.get("head_dim") or 0))
-    if "attention.mla" in feats:
-        heads = a.get("num_heads") or 0
-        widths.append(heads * 3 * 192 if heads else 0)
-    if "linear_attention.kda" in feats:
-        at = feats["linear_attention.kda"]["attrs"]
-        h, d = at["num_heads"], at["head_dim"]
-        # chunked KDA (C = 32, the modules' chunk): projections, conv, normalised q/k, gate, their chunked and
-        # decayed copies (~24 h d per token alive at once) plus the chunk's [C, C] products and inverse (~4 C h)
-        widths.append(24 * h * d + 4 * 32 * h)
-    if a.get("intermediate_size"):
-        widths.append(3 * a["intermediate_size"])
-    moe = feats.get("moe.routed")
-    if moe:
-        widths.append(3 * (moe["attrs"].get("expert_width") or 0) * (a.get("top_k") or 1))
+    kinds = {layer.mixer.kind for layer in card.layers}
+    heads = max([layer.mixer.num_heads or 0 for layer in card.layers] or [0])
+    for layer in card.layers:
+        m, f = layer.mixer, layer.ffn
+        if m.kind in KV_KINDS:
+            widths.append(2 * (m.num_heads or 0) * (m.head_dim or 0) + 2 * (m.num_kv_heads or 0) * (m.head_dim or 0))
+        elif m.kind == "mla":
+            widths.append((m.num_heads or 0) * 3 * 192)
+        elif m.kind == "kda":
+            h, d = m.num_heads or 0, m.head_dim or 0
+            # chunked KDA (C = 32, the modules' chunk): projections, conv, normalised q/k, gate, their chunked and
+            # decayed copies (~24 h d per token alive at once) plus the chunk's [C, C] products and inverse (~4 C h)
+            widths.append(24 * h * d + 4 * 32 * h)
+        if f.kind == "dense" and f.width:
+            widths.append(3 * f.width)
+        elif f.kind in ("moe", "latent_moe"):
+            widths.append(3 * (f.expert_width or 0) * (f.top_k or 1))
     per_token = 6 * H + max(widths)
     sources = 0
-    ar = feats.get("residual.attnres")
+    ar = [layer.residual for layer in card.layers if layer.residual.kind == "attnres"]
     if ar:
-        n = len(doc["layers"])
-        block = ar["attrs"].get("block_size") or 1
-        sources = math.ceil(n / block) + 1
+        block = ar[0].block_size or 1
+        sources = math.ceil(len(card.layers) / block) + 1
     scores = 0
     if engine == "reference":
-        heads = a.get("num_heads") or 0
-        kinds = {layer["mixer"] for layer in doc["layers"]}
         # live copies of the [heads, chunk, context] fp32 scores: GQA has scores and their softmax; naive MLA
         # also holds its nope and rope score terms while summing them
         copies = 3 if "mla" in kinds else 2 if kinds & {*KV_KINDS, "lowrank_kv"} else 0
         scores = copies * heads * chunk * T * 4
-    vocab = a.get("vocab_size") or 0
+    vocab = card.vocab_size or 0
     stream = chunk * (2 + sources) * H * act_b                      # residual stream (+ AttnRes bank), persistent
     layer_peak = chunk * per_token * act_b + scores                   # one layer's transients at a time
     logits = vocab * 4                                                # the last token's logits, fp32
@@ -193,9 +188,13 @@ def _activations(doc: dict, chunk: int, T: int, batch: int, act_b: float, engine
 def plan_memory(doc: dict, context: int | str, batch: int = 1, *, weight_dtype: str | None = None,
                 kv_dtype: str | None = None, act_dtype: str | None = None, state_dtype: str = "float32",
                 devices: int = 1, engine: str | None = None, chunk: int | None = None,
-                mla_replicated: bool = True) -> dict:
-    """The `archprobe.memory/1` document for the inspect document `doc`."""
+                mla_replicated: bool = True, card=None) -> dict:
+    """The `archprobe.memory/1` document for the inspect document `doc` (sizes) and its card (layers).
+
+    `card`: a user's card (`--card`) to plan from instead of the one inspect derived.
+    """
     T = parse_tokens(context)
+    card = card_of(doc, card)
     if batch < 1 or devices < 1:
         raise MemoryPlanError(f"batch ({batch}) and devices ({devices}) must be >= 1")
     if engine not in ENGINES:
@@ -209,13 +208,13 @@ def plan_memory(doc: dict, context: int | str, batch: int = 1, *, weight_dtype: 
         raise MemoryPlanError(str(exc)) from None
     chunk = min(T, chunk or (T if engine == "reference" else 2048))
     weights, w_note = _weights(doc, weight_dtype)
-    rows = _per_layer(doc, T, kv_b, act_b, state_b, engine)
+    rows = _per_layer(card, T, kv_b, act_b, state_b, engine)
     by_type: dict[str, int] = {}
     for _, kind, b in rows:
         if kind != "none":
             by_type[kind] = by_type.get(kind, 0) + int(b * batch)
     cache = sum(by_type.values())
-    acts, a_note = _activations(doc, chunk, T, batch, act_b, engine)
+    acts, a_note = _activations(doc, card, chunk, T, batch, act_b, engine)
     assumptions = [w_note,
                    f"KV/latent caches in {kv_dtype or model_dtype}; recurrent states in {state_dtype}; conv caches and "
                    f"activations in {act_dtype or model_dtype}",

@@ -1,128 +1,162 @@
-"""Per-layer findings and config facts assembled into the feature list of `contracts.md`.
-
-Each feature: {"id", "layers", "confidence", "evidence", "attrs"}. Layer-level findings are merged
-per id (the layers listed, the first layer's evidence shown). Config-only facts carry `config:<key>`
-evidence and a lower confidence than facts the weights show.
+"""The card read out as inspect's feature list (spec/contracts.md): one row per id, the layers that have
+it, the card's evidence, and the attrs the contract names. Nothing here looks at tensors or names: a
+feature is a view of card fields, so every command that reads the card agrees with inspect.
 """
 
 from __future__ import annotations
 
-from archprobe.formats.quant import QuantRole
-from archprobe.structure.config import ModelConfig
-from archprobe.structure.evidence import cfg_ev, ev
-from archprobe.structure.ffn import activation_feature
-from archprobe.structure.layers import LayerPlan
-from archprobe.structure.mixers import nope_evidence
-from archprobe.structure.tensors import TensorTable
+from archprobe.structure.card import Card
 
 MIXER_IDS = {"kda": "linear_attention.kda", "gated_deltanet": "linear_attention.gated_deltanet",
-             "mamba2": "ssm.mamba2", "mla": "attention.mla", "gqa": "attention.gqa",
-             "mha": "attention.mha", "mqa": "attention.mqa", "lowrank_kv": "attention.kv_compression"}
-ATTN_ATTRS = ("num_heads", "num_kv_heads", "head_dim")
+             "mamba2": "ssm.mamba2", "mla": "attention.mla", "gqa": "attention.gqa", "mha": "attention.mha",
+             "mqa": "attention.mqa", "lowrank_kv": "attention.kv_compression", "short_conv": "conv.short"}
+ATTENTION = ("gqa", "mha", "mqa", "mla", "lowrank_kv")
+
+
+def _cfg_ev(key: str, value, why: str) -> dict:
+    return {"tensor": f"config:{key}", "shape": None, "dtype": None, "why": f"{key} = {value!r}: {why}"}
 
 
 class FeatureSet:
     def __init__(self) -> None:
         self.by_id: dict[str, dict] = {}
 
-    def add(self, fid: str, layer: int | None, attrs: dict, evidence: list[dict], confidence: float) -> None:
+    def add(self, fid: str, layer: int | None, attrs: dict, evidence: list[dict], confidence: float | None) -> dict:
         f = self.by_id.get(fid)
+        conf = 0.9 if confidence is None else confidence
         if f is None:
-            f = self.by_id[fid] = {"id": fid, "layers": [], "confidence": confidence,
-                                   "evidence": list(evidence), "attrs": dict(attrs)}
+            f = self.by_id[fid] = {"id": fid, "layers": [], "confidence": conf,
+                                   "evidence": list(evidence) or [{"tensor": "card", "shape": None, "dtype": None,
+                                                                   "why": "from the card"}],
+                                   "attrs": dict(attrs)}
         else:
-            f["confidence"] = min(f["confidence"], confidence)
+            f["confidence"] = min(f["confidence"], conf)
         if layer is not None:
             f["layers"].append(layer)
+        return f
 
     def ordered(self) -> list[dict]:
         return sorted(self.by_id.values(), key=lambda f: f["id"])
 
 
-def assemble(plans: list[LayerPlan], table: TensorTable, cfg: ModelConfig, roles: dict[str, QuantRole],
-             residual_features: list[dict], warnings: list[str]) -> list[dict]:
+def _mixer_attrs(m, H: int | None) -> dict:
+    if m.kind in ("gqa", "mha", "mqa"):
+        return {"num_heads": m.num_heads, "num_kv_heads": m.num_kv_heads, "head_dim": m.head_dim}
+    if m.kind == "mla":
+        return {"kv_lora_rank": m.kv_lora_rank, "q_lora_rank": m.q_lora_rank, "rope_dim": m.rope_dim,
+                "cache_width_per_token": m.cache_width_per_token, "num_heads": m.num_heads}
+    if m.kind == "lowrank_kv":
+        return {"ratio": round(m.kv_lora_rank / H, 4) if H and m.kv_lora_rank else None, "rank": m.kv_lora_rank,
+                "cache_width_per_token": m.cache_width_per_token, "num_heads": m.num_heads}
+    if m.kind == "kda":
+        a = {"num_heads": m.num_heads, "head_dim": m.head_dim, "conv_kernel": m.conv_kernel,
+             "gate_lower_bound": m.gate_lower_bound, "output_gate": m.output_gate}
+        if m.a_log_stored is not None:
+            a["a_log_stored"] = m.a_log_stored
+        return a
+    if m.kind == "gated_deltanet":
+        return {"num_heads": m.num_heads, "head_dim": m.head_dim, "value_head_dim": m.value_head_dim,
+                "conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel}
+    if m.kind == "mamba2":
+        return {"num_heads": m.num_heads, "head_dim": m.head_dim, "state_size": m.state_size, "n_groups": m.n_groups,
+                "conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel}
+    if m.kind == "short_conv":
+        return {"conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel}
+    return {}
+
+
+def features(card: Card, table=None) -> list[dict]:
     fs = FeatureSet()
-    for p in plans:
-        for finding in (p.mixer, p.ffn):
-            if finding is None or finding.kind == "unknown":
-                continue
-            fid = MIXER_IDS.get(finding.kind) or ("moe.routed" if finding.kind in ("moe", "latent_moe") else None)
-            if fid is None:
-                continue
-            conf = finding.confidence
-            planned = _planned(cfg, p.index, finding)
-            if planned is not None and not _same_family(planned, finding.kind):
-                conf = min(conf, 0.6)
-                warnings.append(f"layer {p.index}: the weights show {finding.kind}, the config declares {planned}")
-            fs.add(fid, p.index, finding.attrs, finding.evidence, conf)
-            for xid, extra in finding.extras.items():
-                fs.add(xid, p.index, extra["attrs"], extra["evidence"], conf)
-    _config_features(fs, plans, cfg)
-    for f in residual_features:
-        fs.by_id[f["id"]] = f
-    _quant_features(fs, table, roles)
-    if table.mtp:
-        first = next(iter(next(iter(table.mtp.values())).values()))
-        fs.add("mtp", None, {"layers": sorted(i for i in table.mtp if i >= 0) or [0]},
-               [ev(first, "multi-token-prediction layer beyond num_hidden_layers")], 0.9)
-    if table.vision:
-        n = sum(e.params for e in table.vision)
-        fs.add("multimodal.vision", None, {"params": n},
-               [ev(table.vision[0], f"vision tower / projector tensors ({len(table.vision)} families)")], 0.95)
+    H = card.hidden_size
+    for i, layer in enumerate(card.layers):
+        m, f = layer.mixer, layer.ffn
+        fid = MIXER_IDS.get(m.kind)
+        if fid:
+            fs.add(fid, i, _mixer_attrs(m, H), m.evidence, m.confidence)
+        if m.kind == "mla":
+            fs.add("attention.kv_compression", i,
+                   {"ratio": round(m.cache_width_per_token / H, 4) if H and m.cache_width_per_token else None},
+                   m.evidence[:1], m.confidence)
+        if m.output_gate in ("sigmoid_g_proj", "fused_in_q_proj") and m.kind in ATTENTION:
+            fs.add("attention.output_gate", i, {"form": m.output_gate}, m.evidence[-1:], m.confidence)
+        if m.layout.get("head_gate"):
+            fs.add("attention.head_gate", i, {"gate_shape": m.layout["head_gate"]}, m.evidence[:1], 0.8)
+        if m.indexer:
+            fs.add("attention.sparse_indexer", i, dict(m.indexer), m.evidence[:1], 0.9)
+        if m.sinks:
+            fs.add("attention.sinks", i, {}, m.evidence[:1], 0.9)
+        if f.kind in ("moe", "latent_moe"):
+            fs.add("moe.routed", i, {"num_experts": f.num_experts, "top_k": f.top_k, "expert_width": f.expert_width,
+                                     "router": f.router.scoring,
+                                     "router_source": card.origin(f"layers.{i}.ffn.router.scoring")},
+                   f.evidence[:2], f.confidence)
+            if f.router.selection_bias:
+                fs.add("moe.router_bias", i, {}, [e for e in f.evidence if "selection" in e["why"]], 0.9)
+            if f.shared is not None:
+                fs.add("moe.shared_experts", i, {"count": f.shared.count, "width": f.shared.width,
+                                                 **({"gated": True} if f.shared.gated else {})},
+                       [e for e in f.evidence if "always-on" in e["why"]], 0.9)
+            if f.kind == "latent_moe":
+                fs.add("moe.latent", i, {"latent_size": f.latent_size, "routing_space": f.router.input or "unknown",
+                                         "latent_norm": bool(f.latent_norm)},
+                       [e for e in f.evidence if "latent" in e["why"]], 0.95)
+    _model_features(fs, card)
     return fs.ordered()
 
 
-def _planned(cfg: ModelConfig, index: int, finding) -> str | None:
-    plan = cfg.mixer_plan if finding.kind in MIXER_IDS else cfg.ffn_plan
-    return plan[index] if index < len(plan) else None
+def _layers_where(card: Card, pred) -> list[int]:
+    return [i for i, layer in enumerate(card.layers) if pred(layer)]
 
 
-def _same_family(planned: str, found: str) -> bool:
-    groups = [{"gqa", "mha", "mqa", "sliding_window"}, {"moe", "latent_moe"}, {"linear", "kda", "gated_deltanet"}]
-    return planned == found or any(planned in g and found in g for g in groups)
-
-
-def _config_features(fs: FeatureSet, plans: list[LayerPlan], cfg: ModelConfig) -> None:
-    sw = cfg.sliding_window
-    swl = [i for i, k in enumerate(cfg.mixer_plan) if k == "sliding_window"]
-    if sw and swl:
-        fs.add("attention.sliding_window", None, {"window": sw, "layers": swl},
-               [cfg_ev("sliding_window", sw, f"{len(swl)} layers see a bounded window (layer_types)")], 0.8)
-        fs.by_id["attention.sliding_window"]["layers"] = swl
-    elif sw and cfg.get("use_sliding_window", True) is not False and cfg.model_type in ("mistral", "mixtral"):
-        attn = [p.index for p in plans if p.mixer_kind in ("gqa", "mha", "mqa")]
-        fs.add("attention.sliding_window", None, {"window": sw, "layers": attn},
-               [cfg_ev("sliding_window", sw, "every attention layer sees a bounded window")], 0.7)
-        fs.by_id["attention.sliding_window"]["layers"] = attn
-    nope = nope_evidence(cfg)
-    if nope is not None:
-        layers = [p.index for p in plans if p.mixer_kind in ("mla", "gqa", "mha", "mqa")]
-        fs.add("attention.nope", None, {}, [nope], 0.8)
-        fs.by_id["attention.nope"]["layers"] = layers
-    gated = any(p.ffn is not None and p.ffn.kind in ("dense", "moe", "latent_moe") and any(
-        "gate" in s for s in p.ffn.claimed) for p in plans)
-    act = activation_feature(cfg, gated)
-    if act is not None:
-        fs.add("ffn.activation", None, act["attrs"], act["evidence"], 0.9)
-
-
-def _quant_features(fs: FeatureSet, table: TensorTable, roles: dict[str, QuantRole]) -> None:
-    per: dict[str, dict] = {}
-    for e in table.all_entries():
-        r = e.role
-        if r.scheme is None or r.metadata:
-            continue
-        row = per.setdefault(r.scheme, {"tensors": 0, "bits": r.bits, "group_size": r.group_size, "first": e,
-                                        "layers": set()})
-        row["tensors"] += e.count
-    for layer_idx, layer in table.layers.items():
-        for e in layer.values():
-            if e.role.scheme and not e.role.metadata:
-                per[e.role.scheme]["layers"].add(layer_idx)
-    for scheme, row in per.items():
-        e = row["first"]
-        why = f"{e.dtype} storing {row['bits']}-bit values" + (
-            f" in groups of {row['group_size']}" if row["group_size"] else "")
-        fs.add(f"quant.{scheme}", None, {"tensors": row["tensors"], "bits": row["bits"],
-                                         "group_size": row["group_size"]}, [ev(e, why)], 0.95)
-        fs.by_id[f"quant.{scheme}"]["layers"] = sorted(row["layers"])
+def _model_features(fs: FeatureSet, card: Card) -> None:
+    sw = _layers_where(card, lambda layer: layer.mixer.sliding_window)
+    if sw:
+        w = card.layers[sw[0]].mixer.sliding_window
+        origin = card.origin(f"layers.{sw[0]}.mixer.sliding_window")
+        f = fs.add("attention.sliding_window", None, {"window": w, "layers": sw},
+                   [_cfg_ev(origin.split(":", 1)[-1], w, f"{len(sw)} layers see a bounded window")], 0.8)
+        f["layers"] = sw
+    nope = _layers_where(card, lambda layer: layer.mixer.rope is False)
+    if nope:
+        origin = card.origin(f"layers.{nope[0]}.mixer.rope")
+        f = fs.add("attention.nope", None, {}, [_cfg_ev(origin.split(":", 1)[-1], False, "no rotary embedding")], 0.8)
+        f["layers"] = nope
+    acts = [(i, layer.ffn) for i, layer in enumerate(card.layers) if layer.ffn.activation]
+    if acts:
+        i, ffn = acts[0]
+        gated = any(f.gated for _, f in acts)
+        a = ffn.activation
+        name = {"silu": "swiglu" if gated else "silu", "swish": "swiglu" if gated else "silu",
+                "gelu": "geglu" if gated else "gelu", "gelu_pytorch_tanh": "geglu" if gated else "gelu",
+                "relu2": "relu2", "situ": "situ"}.get(a, a)
+        origin = card.origin(f"layers.{i}.ffn.activation").split(":", 1)[-1]
+        fs.add("ffn.activation", None, {"name": name}, [_cfg_ev(origin, a, f"FFN activation "
+                                                                        f"({'gated' if gated else 'plain'})")], 0.9)
+    res = {}
+    for i, layer in enumerate(card.layers):
+        if layer.residual.kind != "identity":
+            res.setdefault(layer.residual.kind, []).append(i)
+    for kind, layers in res.items():
+        if kind == "attnres":
+            block = card.layers[layers[0]].residual.block_size
+            out_site = "output_residual.query" in card.tensors
+            first = f"layers.{layers[0]}.residual.pre_mixer.query"
+            evidence = [{"tensor": card.tensors.get(first, first), "shape": [1, card.hidden_size], "dtype": None,
+                         "why": "pseudo-query [1, H] before the attention sublayer"}]
+            if block:
+                evidence.append(_cfg_ev("attn_res_block_size", block, "Block AttnRes: softmax over block sums"))
+            f = fs.add("residual.attnres", None, {"variant": "block" if block else "unknown", "block_size": block,
+                                                  "sites_per_layer": 2, "output_site": out_site},
+                       evidence, 0.95 if out_site else 0.75)
+        else:
+            f = fs.add(f"residual.{kind}", None, {}, [], 0.7)
+        f["layers"] = layers
+    for row in card.quantization:
+        f = fs.add(f"quant.{row['scheme']}", None, {"tensors": row["tensors"], "bits": row["bits"],
+                                                    "group_size": row["group_size"]}, [], 0.95)
+    if card.set_aside.get("mtp"):
+        fs.add("mtp", None, {"layers": []}, [{"tensor": card.set_aside["mtp"][0], "shape": None, "dtype": None,
+                                              "why": "multi-token-prediction layer shipped beside the decoder"}], 0.9)
+    if card.set_aside.get("vision"):
+        fs.add("multimodal.vision", None, {}, [{"tensor": card.set_aside["vision"][0], "shape": None, "dtype": None,
+                                                "why": "vision tower / projector tensors"}], 0.95)

@@ -1,7 +1,8 @@
-"""`inspect_checkpoint`: config.json + headers -> the `archprobe.inspect/1` document.
+"""`inspect_checkpoint`: config.json + headers -> the card -> the `archprobe.inspect/1` document.
 
 Reads only headers (local files, GGUF, or hub Range requests). Nothing from the checkpoint is
-executed: `auto_map` is noted and ignored.
+executed: `auto_map` is noted and ignored. Every field of the document is a view of the card (built
+once, by `derive`), so inspect, memory, adapt and report cannot disagree about the model.
 """
 
 from __future__ import annotations
@@ -9,99 +10,80 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from archprobe.formats.quant import classify, summarize
 from archprobe.formats.sources import Progress, RawCheckpoint, open_source
-from archprobe.structure.config import ModelConfig, normalize_config
-from archprobe.structure.features import assemble
-from archprobe.structure.layers import LayerPlan, analyse_layer
+from archprobe.structure.card import Card
+from archprobe.structure.derive import Derived, derive
+from archprobe.structure.features import features
 from archprobe.structure.params import count_params
-from archprobe.structure.residuals import detect_attnres, detect_depth_weights, detect_gated
-from archprobe.structure.tensors import TensorTable, build_table
 
 SCHEMA = "archprobe.inspect/1"
-MODEL_LEVEL_KNOWN = re.compile(r"(embed|wte|wpe|lm_head|^output\.|(^|\.)norm(_f)?\.|final_layernorm|ln_f|"
-                               r"attn_res|rotary|inv_freq)")
-
-
-def _hidden_size(cfg: ModelConfig, table: TensorTable) -> int:
-    if cfg.hidden_size:
-        return cfg.hidden_size
-    for name, e in table.model.items():
-        if "embed" in name and len(e.shape) == 2:
-            return e.shape[1]
-    widths = Counter(e.shape[0] for layer in table.layers.values() for e in layer.values() if len(e.shape) == 1)
-    return widths.most_common(1)[0][0] if widths else 0
 
 
 def _family(name: str) -> str:
     return re.sub(r"\.\d+\.", ".{N}.", name)
 
 
-def _unrecognized(plans: list[LayerPlan], table: TensorTable, residual_layers: set[int]) -> list[dict]:
-    fams: Counter = Counter()
-    for p in plans:
-        for e in p.unexplained:
-            fams[_family(e.name)] += e.count
-        for r, e in p.loose.items():
-            known = ("norm" in r or r.endswith(("ln_1.weight", "ln_2.weight")) or
-                     (p.index in residual_layers and ("res_" in r or e.shape[:1] == (1,))))
-            if not known:
-                fams[_family(e.name)] += e.count
-    for name, e in table.model.items():
-        if not MODEL_LEVEL_KNOWN.search(name):
-            fams[_family(e.name)] += e.count
-    return [{"pattern": k, "tensors": v} for k, v in sorted(fams.items())]
+def build_card(raw: RawCheckpoint, card: Card | None = None) -> Derived:
+    """The derived card for `raw`; a user `card` (from `--card`) is checked against the shapes and applied."""
+    d = derive(raw)
+    if card is not None:
+        from archprobe.structure.user_card import apply_user_card
+
+        d.card = apply_user_card(d.card, card, d)
+    return d
 
 
-def analyse(raw: RawCheckpoint) -> dict:
-    """The inspect document for an already opened checkpoint."""
-    cfg = normalize_config(raw.config)
+def analyse(raw: RawCheckpoint, card: Card | None = None, derived: Derived | None = None) -> dict:
+    """The inspect document for an already opened checkpoint (from `derived` when given)."""
+    d = derived or build_card(raw, card)
+    return document(raw, d)
+
+
+def document(raw: RawCheckpoint, d: Derived) -> dict:
+    card, table, cfg = d.card, d.table, d.cfg
     warnings = list(raw.warnings)
     if raw.config is None:
         warnings.append("no config.json: structure from tensor shapes only")
     if cfg.remote_code:
         warnings.append("config.json declares auto_map (custom modeling code); archprobe never runs it")
-    tensors = [t for h in raw.headers for t in h.tensors]
-    roles = classify(tensors, cfg.quantization_config)
-    table = build_table(tensors, roles, cfg.num_layers, gguf=raw.kind == "gguf")
-    H = _hidden_size(cfg, table)
-    plans = [analyse_layer(i, layer, H, cfg) for i, layer in table.layers.items()]
-    loose = {p.index: p.loose for p in plans}
-    residual = [f for f in (detect_attnres(table, loose, H, cfg), detect_gated(loose, H),
-                            detect_depth_weights(loose, table)) if f]
-    attnres_layers = set(next((f["layers"] for f in residual if f["id"] == "residual.attnres"), []))
-    gated_layers = set(next((f["layers"] for f in residual if f["id"] == "residual.gated"), []))
-    features = assemble(plans, table, cfg, roles, residual, warnings)
-    params = count_params(table, plans, cfg.top_k)
-    unknown_dtypes = sorted({t.dtype for t in tensors if roles[t.name].scheme is None
-                             and not t.dtype.startswith("GGUF_") and _bits(t.dtype) is None})
+    warnings += card.warnings
+    tensors = d.tensors
+    unknown_dtypes = sorted({t.dtype for t in tensors if d.roles[t.name].scheme is None
+                             and not d.roles[t.name].metadata and not t.dtype.startswith("GGUF_")
+                             and _bits(t.dtype) is None})
     if unknown_dtypes:
         n = sum(t.count for t in tensors if t.dtype in unknown_dtypes)
         warnings.append(f"unknown dtype(s) {', '.join(unknown_dtypes)} on {n} tensor(s): counted by shape")
-    if cfg.num_layers is not None and table.layers and len(table.layers) != cfg.num_layers:
-        warnings.append(f"config says {cfg.num_layers} layers, the checkpoint has tensors for {len(table.layers)}")
-    moe = next((p.ffn for p in plans if p.ffn and p.ffn.kind in ("moe", "latent_moe")), None)
-    mixers = Counter(p.mixer_kind for p in plans)
-    ffns = Counter(p.ffn_kind for p in plans)
+    feats = features(card)
+    _table_evidence(feats, d)
+    moe = next((layer.ffn for layer in card.layers if layer.ffn.kind in ("moe", "latent_moe")), None)
+    attn = next((layer.mixer for layer in card.layers if layer.mixer.kind in ("gqa", "mha", "mqa", "mla")), None)
+    dense = next((layer.ffn for layer in card.layers if layer.ffn.kind == "dense"), None)
     arch = {
-        "num_layers": len(table.layers) or cfg.num_layers, "hidden_size": H or None,
-        "vocab_size": cfg.vocab_size or _vocab(table), "num_heads": cfg.num_heads,
-        "num_kv_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim,
-        "num_experts": moe.num_experts if moe else cfg.num_experts, "top_k": cfg.top_k,
-        "num_shared_experts": cfg.num_shared_experts if moe else None,
-        "max_position_embeddings": cfg.max_position_embeddings, "intermediate_size": cfg.intermediate_size,
-        "moe_intermediate_size": (moe.attrs.get("expert_width") if moe else None) or cfg.moe_intermediate_size,
-        "kv_lora_rank": cfg.kv_lora_rank, "q_lora_rank": cfg.q_lora_rank,
-        "latent_size": moe.attrs.get("latent_size") if moe else None,
-        "mixers": dict(mixers), "ffns": dict(ffns),
+        "num_layers": card.num_layers, "hidden_size": card.hidden_size, "vocab_size": card.vocab_size,
+        "num_heads": attn.num_heads if attn else cfg.first_int("num_attention_heads"),
+        "num_kv_heads": attn.num_kv_heads if attn else None, "head_dim": attn.head_dim if attn else None,
+        "num_experts": moe.num_experts if moe else None, "top_k": moe.top_k if moe else None,
+        "num_shared_experts": (moe.shared.count if moe and moe.shared else None),
+        "max_position_embeddings": card.max_position_embeddings,
+        "intermediate_size": dense.width if dense else cfg.first_int("intermediate_size"),
+        "moe_intermediate_size": moe.expert_width if moe else None,
+        "kv_lora_rank": attn.kv_lora_rank if attn else None, "q_lora_rank": attn.q_lora_rank if attn else None,
+        "latent_size": moe.latent_size if moe else None,
+        "mixers": dict(Counter(layer.mixer.kind for layer in card.layers)),
+        "ffns": dict(Counter(layer.ffn.kind for layer in card.layers)),
     }
-    layers = [{"index": p.index, "mixer": p.mixer_kind, "ffn": p.ffn_kind,
-               "residual": "attnres" if p.index in attnres_layers else "gated" if p.index in gated_layers
-               else "prenorm"} for p in plans]
+    layers = [{"index": i, "mixer": layer.mixer.kind, "ffn": layer.ffn.kind,
+               "residual": layer.residual.kind if layer.residual.kind != "identity" else "prenorm"}
+              for i, layer in enumerate(card.layers)]
     dtypes: dict[str, int] = {}
     for t in tensors:
         dtypes[t.dtype] = dtypes.get(t.dtype, 0) + t.nbytes * t.count
     header_bytes = raw.bytes_fetched if raw.bytes_fetched is not None else sum(h.header_bytes for h in raw.headers)
+    fams: Counter = Counter()
+    counts = {e.name: e.count for e in table.all_entries()}
+    for name in card.unexplained:
+        fams[_family(name)] += counts.get(name, 1)
     return {
         "schema": SCHEMA,
         "source": {"kind": raw.kind, "location": raw.location, "revision": raw.revision},
@@ -110,15 +92,47 @@ def analyse(raw: RawCheckpoint) -> dict:
         "architectures": cfg.architectures,
         "architecture": arch,
         "layers": layers,
-        "params": params,
+        "params": count_params(card, table),
         "storage": {"files": len(raw.headers), "bytes": sum(max(h.file_bytes, 0) for h in raw.headers),
                     "tensors": sum(h.num_tensors for h in raw.headers), "header_bytes_read": header_bytes,
                     "dtypes": dict(sorted(dtypes.items(), key=lambda kv: -kv[1]))},
-        "quantization": summarize(tensors, roles),
-        "features": features,
-        "unrecognized": _unrecognized(plans, table, attnres_layers | gated_layers),
+        "quantization": card.quantization,
+        "features": feats,
+        "unrecognized": [{"pattern": k, "tensors": v} for k, v in sorted(fams.items())],
+        "unknown_fields": card.unknown_fields(),
+        "card": {k: v for k, v in card.to_dict().items() if k not in ("tensors", "unexplained")},
         "warnings": warnings,
     }
+
+
+def _table_evidence(feats: list[dict], d: Derived) -> None:
+    """Quantization, MTP and vision rows get their evidence and sizes from the tensors themselves."""
+    by_id = {f["id"]: f for f in feats}
+    per: dict[str, dict] = {}
+    for i, layer in d.table.layers.items():
+        for e in layer.values():
+            if e.role.scheme and not e.role.metadata:
+                row = per.setdefault(e.role.scheme, {"first": e, "layers": set()})
+                row["layers"].add(i)
+    for e in d.table.all_entries():
+        if e.role.scheme and not e.role.metadata:
+            per.setdefault(e.role.scheme, {"first": e, "layers": set()})
+    for scheme, row in per.items():
+        f = by_id.get(f"quant.{scheme}")
+        if f is None:
+            continue
+        e = row["first"]
+        a = f["attrs"]
+        why = f"{e.dtype} storing {a['bits']}-bit values" + (f" in groups of {a['group_size']}" if a["group_size"]
+                                                              else "")
+        f["evidence"] = [{"tensor": e.name, "shape": list(e.info.shape), "dtype": e.dtype, "why": why}]
+        positions = {idx: pos for pos, idx in enumerate(d.table.layers)}
+        f["layers"] = sorted(positions[i] for i in row["layers"])
+    if "mtp" in by_id:
+        by_id["mtp"]["attrs"]["layers"] = sorted(i for i in d.table.mtp if i >= 0) or [0]
+    if "multimodal.vision" in by_id:
+        by_id["multimodal.vision"]["attrs"]["params"] = sum(e.params for e in d.table.vision)
+        by_id["multimodal.vision"]["evidence"][0]["why"] += f" ({len(d.table.vision)} families)"
 
 
 def _bits(dtype: str):
@@ -127,17 +141,13 @@ def _bits(dtype: str):
     return DTYPE_BITS.get(dtype)
 
 
-def _vocab(table: TensorTable) -> int | None:
-    for name, e in table.model.items():
-        if "embed" in name and len(e.shape) == 2:
-            return e.shape[0]
-    return None
+def inspect_checkpoint(source: str | None = None, progress: Progress | None = None, card: Card | None = None) -> dict:
+    """Inspect `source` (folder, .safetensors/.gguf file, or hub `org/name[@rev]`); None: the demo.
 
-
-def inspect_checkpoint(source: str | None = None, progress: Progress | None = None) -> dict:
-    """Inspect `source` (folder, .safetensors/.gguf file, or hub `org/name[@rev]`); None: the demo."""
+    `card`: a user card (`archprobe card` output, edited) that overrides what the derivation guessed.
+    """
     if source is None:
         from archprobe.demo import demo_checkpoint
 
         source = str(demo_checkpoint())
-    return analyse(open_source(source, progress))
+    return analyse(open_source(source, progress), card)

@@ -1,25 +1,28 @@
-"""The checkpoint's tensors arranged for the detectors: model-level, per decoder layer, vision, MTP.
+"""The checkpoint's tensors arranged for the card: model level, per decoder layer, vision, MTP.
 
-Names are split at the layer index (`...layers.17.self_attn.q_proj.weight` -> layer 17, suffix
-`self_attn.q_proj.weight`). GGUF names (`blk.17.attn_q.weight`) are translated to the same
-HF-style suffixes so one set of detectors serves both; the original name stays the evidence.
+The decoder-layer container is found by the numbers in the names, not by a word: of every
+`<prefix>.<n>.<rest>` the prefix that enumerates the most distinct `n` among the language model's
+tensors is the layer stack (`model.layers`, `transformer.h`, `backbone.blocks`, a renamed
+`net.stack`, ...). A layer index past the config's count stays a decoder layer (with a warning) unless
+its shapes say MTP (the [H, 2H] projection that joins the embedding and the hidden state). Vision
+towers are set aside by their containers' names (the only thing that tells them apart from a second
+text stack). GGUF names (`blk.17.attn_q.weight`) are translated to HF-style suffixes first.
 Quantized tensors carry their *logical* shape ([out, in] of the unpacked matrix).
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from archprobe.formats.quant import QuantRole
 from archprobe.formats.safetensors import TensorInfo
 
-LAYER_RE = re.compile(
-    r"^(?P<prefix>(?:.*\.)?(?:layers|h|blocks|blk|layer|decoder_layers))\.(?P<idx>\d+)\.(?P<rest>.+)$")
-VISION_PREFIXES = ("vision_tower", "visual", "vision_model", "vision_encoder", "mm_projector",
-                   "multi_modal_projector", "vision", "image_encoder", "audio_tower", "model.visual",
-                   "model.vision_tower", "model.multi_modal_projector", "v.", "mm.")
-MTP_PREFIXES = ("mtp.", "model.mtp.", "mtp_layers.")
+VISION_WORDS = ("vision", "visual", "image", "audio", "mm_projector", "multi_modal", "vit", "patch_embed",
+                "siglip", "clip", "speech", "video")
+VISION_PREFIXES = ("v.", "mm.")          # GGUF mmproj names
+MTP_WORDS = ("mtp", "nextn")
 
 GGUF_LAYER_NAMES = {
     "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
@@ -39,11 +42,12 @@ GGUF_LAYER_NAMES = {
     "ssm_out": "mixer.out_proj", "ssm_conv1d": "mixer.conv1d", "ssm_norm": "mixer.norm",
 }
 GGUF_MODEL_NAMES = {"token_embd": "model.embed_tokens", "output": "lm_head", "output_norm": "model.norm"}
+_NUM = re.compile(r"(?:^|\.)(\d+)\.")
 
 
 @dataclass
 class Entry:
-    """One (possibly folded) tensor: original name, normalised suffix, logical shape, quant role."""
+    """One (possibly folded) tensor: original name, layer-relative suffix, logical shape, quant role."""
 
     name: str
     suffix: str
@@ -57,6 +61,10 @@ class Entry:
     def params(self) -> int:
         return self.role.params * self.count
 
+    @property
+    def stored_elements(self) -> int:
+        return self.info.numel * self.count
+
 
 @dataclass
 class TensorTable:
@@ -65,6 +73,7 @@ class TensorTable:
     vision: list[Entry] = field(default_factory=list)
     mtp: dict[int, dict[str, Entry]] = field(default_factory=dict)
     layer_prefix: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def all_entries(self):
         yield from self.model.values()
@@ -89,6 +98,8 @@ def logical_shape(t: TensorInfo, role: QuantRole) -> tuple[int, ...]:
     """[out, in] of the matrix a packed tensor stands for (unchanged for plain tensors)."""
     if role.metadata or role.scheme is None or role.scheme.startswith("gguf") or len(t.shape) < 2:
         return t.shape
+    if t.name.endswith("_blocks") and len(t.shape) >= 3:      # gpt-oss [..., out, G, 16] bytes
+        return (*t.shape[:-2], t.shape[-2] * t.shape[-1] * 2)
     per_row = role.params // max(1, t.numel // t.shape[-1]) if t.numel else 0
     if role.scheme in ("gptq",):  # qweight [in/pack, out]
         return (t.shape[1], t.shape[0] * (role.params // max(1, t.numel)))
@@ -97,36 +108,85 @@ def logical_shape(t: TensorInfo, role: QuantRole) -> tuple[int, ...]:
     return (*t.shape[:-1], per_row)
 
 
+def _is_vision(name: str) -> bool:
+    low = name.lower()
+    return low.startswith(VISION_PREFIXES) or any(w in part for part in low.split(".")[:3] for w in VISION_WORDS)
+
+
+def _layer_prefix(names: list[str]) -> str | None:
+    """The prefix whose numeric segment enumerates the most layers (ties: the most tensors)."""
+    indices: dict[str, set] = {}
+    hits: Counter = Counter()
+    for n in names:
+        m = _NUM.search(n)
+        if m is None:
+            continue
+        prefix = n[: m.start(1)].rstrip(".")
+        if any(w in part for part in prefix.lower().split(".") for w in MTP_WORDS):
+            continue
+        indices.setdefault(prefix, set()).add(int(m.group(1)))
+        hits[prefix] += 1
+    if not indices:
+        return None
+    return max(indices, key=lambda p: (len(indices[p]), hits[p]))
+
+
+def _is_mtp_layer(layer: dict[str, Entry], hidden: int | None) -> bool:
+    """DeepSeek-style MTP: a [H, 2H] matrix that joins the embedding and the previous hidden state."""
+    return bool(hidden) and any(len(e.shape) == 2 and e.shape == (hidden, 2 * hidden) for e in layer.values())
+
+
 def build_table(tensors: list[TensorInfo], roles: dict[str, QuantRole], num_layers: int | None,
-                gguf: bool = False) -> TensorTable:
+                gguf: bool = False, hidden: int | None = None) -> TensorTable:
     table = TensorTable()
-    for t in tensors:
+    named = [(t, _gguf_name(t.name) if gguf else t.name) for t in tensors]
+    text = [n for t, n in named if not _is_vision(n)]
+    prefix = _layer_prefix(text)
+    table.layer_prefix = prefix
+    lead = prefix + "." if prefix else None
+    for t, norm_name in named:
         role = roles[t.name]
-        norm_name = _gguf_name(t.name) if gguf else t.name
-        entry = Entry(t.name, norm_name, logical_shape(t, role), t.dtype, t.count, role, t)
-        if norm_name.startswith(VISION_PREFIXES):
+        name = t.name
+        if t.count == 1 and t.first is not None:     # a "family" of one is just a tensor
+            name = norm_name = t.first
+        entry = Entry(name, norm_name, logical_shape(t, role), t.dtype, t.count, role, t)
+        if _is_vision(norm_name):
             table.vision.append(entry)
             continue
-        m = LAYER_RE.match(norm_name)
-        if m and not m.group("prefix").endswith(("encoder.blocks", "vision_model.encoder.layers")):
-            idx, rest, prefix = int(m.group("idx")), m.group("rest"), m.group("prefix")
-            entry.suffix = rest
-            is_mtp = prefix.startswith(MTP_PREFIXES) or "mtp" in prefix.split(".")
-            if not is_mtp and num_layers is not None and idx >= num_layers:
-                is_mtp = True  # DeepSeek ships its MTP layer as layers.{num_hidden_layers}
-            target = table.mtp if is_mtp else table.layers
-            layer = target.setdefault(idx, {})
-            prev = layer.get(rest)
-            if prev is not None and prev.shape == entry.shape and prev.dtype == entry.dtype:
-                prev.count += entry.count  # one expert family split across two shards
-            else:
-                layer[rest] = entry
-            if not is_mtp and table.layer_prefix is None:
-                table.layer_prefix = prefix
-            continue
-        if norm_name.startswith(MTP_PREFIXES):
-            table.mtp.setdefault(-1, {})[norm_name] = entry
+        if lead is not None and norm_name.startswith(lead):
+            idx_s, _, rest = norm_name[len(lead):].partition(".")
+            if idx_s.isdigit() and rest:
+                entry.suffix = rest
+                _add(table.layers.setdefault(int(idx_s), {}), rest, entry)
+                continue
+        low = norm_name.lower()
+        if any(w in part for part in low.split(".") for w in MTP_WORDS):
+            m = _NUM.search(norm_name)
+            idx = int(m.group(1)) if m else -1
+            entry.suffix = norm_name[m.end():] if m else norm_name
+            _add(table.mtp.setdefault(idx, {}), entry.suffix, entry)
             continue
         table.model[norm_name] = entry
     table.layers = dict(sorted(table.layers.items()))
+    if num_layers is not None and table.layers:
+        extra = [i for i in table.layers if i >= num_layers]
+        for i in extra:
+            if _is_mtp_layer(table.layers[i], hidden):
+                table.mtp[i] = table.layers.pop(i)
+        if len(table.layers) != num_layers:
+            table.warnings.append(f"config says {num_layers} layers, the checkpoint has tensors for "
+                                  f"{len(table.layers)}: the card follows the tensors")
     return table
+
+
+def _add(layer: dict[str, Entry], rest: str, entry: Entry) -> None:
+    prev = layer.get(rest)
+    if prev is None:
+        layer[rest] = entry
+    elif prev.shape == entry.shape and prev.dtype == entry.dtype:
+        prev.count += entry.count          # one family split across two shards
+    else:                                   # same folded name, other shape: keep both, told apart
+        k = 2
+        while f"{rest}#{k}" in layer:
+            k += 1
+        layer[f"{rest}#{k}"] = entry

@@ -1,0 +1,231 @@
+"""One decoder layer bound: its modules split into the mixer's and the FFN's by signature, the norms
+and the residual from what is left.
+
+Submodules (the first path component under the layer, or the loose modules at its root) are classed
+by shape: an expert bank is an FFN; convolutions, a rank bottleneck or three or more readers of H
+are a mixer; readers and one writer that close an H -> W -> H loop are an MLP. Names only decide a
+group the shapes leave open. Norms are the 1-D [H] vectors left over: their number fixes the placement
+(1: a parallel block, 2: pre-mixer / pre-FFN, 4: sandwich), names break ties in their order. Two [1, H]
+pseudo-queries with their [H] norms are Attention Residuals; a vector whose length grows with depth is
+a DenseFormer depth weight; leftover scalars or [H] gates named as such are gated residuals.
+"""
+
+from __future__ import annotations
+
+from archprobe.structure.bind_ffn import Bound, bind_dense, bind_moe, ev, has_bank
+from archprobe.structure.bind_mixer import bind_mixer, has_mixer_signature
+from archprobe.structure.card import Ffn, Layer, Mixer, Norm, Residual
+from archprobe.structure.modules import Module, group_modules, words
+from archprobe.structure.widths import mat, mlp_roles
+
+MIXER_WORDS = {"attn", "attention", "self_attn", "self_attention", "mixer", "mamba", "linear_attn", "conv",
+               "token_mixer", "ssm"}
+FFN_WORDS = {"mlp", "ffn", "feed_forward", "moe", "block_sparse_moe", "experts", "feedforward"}
+PLACEMENT_WORDS = {
+    "pre_mixer": {"input_layernorm", "ln_1", "attention_norm", "attn_norm", "input", "self_attn_layer_norm",
+                  "ln_attn", "norm1", "pre_attention", "pre_mixer", "operator_norm", "norm_1", "attention_layernorm"},
+    "post_mixer": {"post_attention_layernorm", "post_attn", "post_mixer", "post_self_attn_layernorm"},
+    "pre_ffn": {"post_attention_layernorm", "ln_2", "ffn_norm", "pre_feedforward_layernorm", "ln_mlp",
+                "final_layer_norm", "norm2", "mlp_norm", "pre_ffn", "norm_2", "ffn_layernorm", "pre_mlp"},
+    "post_ffn": {"post_feedforward_layernorm", "post_ffn", "post_mlp_layernorm", "post_mlp"},
+}
+GATE_WORDS = {"gate", "scale", "alpha", "gamma", "lambda", "res"}
+
+
+def _groups(mods: dict[str, Module]) -> dict[str, list[Module]]:
+    out: dict[str, list[Module]] = {}
+    for m in mods.values():
+        out.setdefault(m.head if "." in m.path else "", []).append(m)
+    return out
+
+
+def _classify(head: str, group: list[Module], H: int, cfg) -> str:
+    if has_bank(group):
+        return "ffn"
+    if has_mixer_signature(group, H):
+        return "mixer"
+    mats = [m for m in group if mat(m) is not None and len(m.shape) == 2 and m.shape != (1, H)]
+    r = mlp_roles(mats, H) if mats else None
+    if r is not None:
+        # one fused reader twice the writer's width is a gate_up MLP or a GQA qkv ((nh + 2 kvh) hd = 2 nh hd):
+        # the config's head counts decide, then the group's name
+        if "gate_up" in r and (_is_qkv(r["gate_up"], H, cfg) or words(head) & (MIXER_WORDS - {"mixer"})):
+            return "mixer"
+        return "ffn"
+    if mats:
+        w = words(head)
+        if w & FFN_WORDS:
+            return "ffn"
+        return "mixer"
+    return "loose"
+
+
+def _is_qkv(m: Module, H: int, cfg) -> bool:
+    nh = cfg.first_int("num_attention_heads", "n_head", "n_heads", "num_heads", "attention_heads")
+    kvh = cfg.first_int("num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num", "n_head_kv")
+    hd = cfg.first_int("head_dim") or (H // nh if nh else None)
+    return bool(nh and kvh and hd and max(m.shape) == (nh + 2 * kvh) * hd)
+
+
+def bind_layer(index: int, layer: dict, H: int, cfg, notes: list[str]) -> tuple[Layer, dict[str, Module], list[Module]]:
+    """(Layer, layer-relative role -> module, unexplained modules)."""
+    mods = group_modules(layer)
+    groups = _groups(mods)
+    out = Layer(index, Mixer("none"), Ffn("none"))
+    roles: dict[str, Module] = {}
+    unexplained: list[Module] = []
+    loose: list[Module] = list(groups.pop("", []))
+    root_mats = [m for m in loose if mat(m) is not None and len(m.shape) == 2 and m.shape != (1, H)]
+    kinds = {head: _classify(head, g, H, cfg) for head, g in groups.items()}
+    if root_mats:
+        groups["<root>"] = root_mats
+        kinds["<root>"] = _classify("", root_mats, H, cfg)
+        loose = [m for m in loose if m not in root_mats]
+    mixer_done = ffn_done = False
+    for head, group in groups.items():
+        kind = kinds[head]
+        bound: Bound | None = None
+        if kind == "mixer" and not mixer_done:
+            bound = bind_mixer(group, H, cfg)
+            if bound is not None:
+                out.mixer, mixer_done = bound.part, True
+                prefix = "mixer."
+        elif kind == "ffn" and not ffn_done:
+            bound = bind_moe(group, H) if has_bank(group) else bind_dense(
+                [m for m in group if len(m.shape) == 2], H, cfg.default("conv1d_transposed"))
+            if bound is not None:
+                if not has_bank(group):
+                    bound.leftover += [m for m in group if len(m.shape) != 2]
+                out.ffn, ffn_done = bound.part, True
+                prefix = "ffn."
+        if bound is None:
+            loose += [m for m in group if len(m.shape) <= 1 or m.shape == (1, H)]
+            unexplained += [m for m in group if not (len(m.shape) <= 1 or m.shape == (1, H))]
+            continue
+        roles.update({prefix + r: m for r, m in bound.roles.items() if m is not None})
+        for m in bound.leftover:
+            role = _part_extra(bound.part, m, prefix, H)
+            if role is not None and role not in roles:
+                roles[role] = m
+            elif head == "<root>" and (len(m.shape) <= 1 or m.shape == (1, H)):
+                loose.append(m)
+            else:
+                unexplained.append(m)
+    if out.mixer.kind == "none" and out.ffn.kind == "none" and unexplained:
+        out.mixer = Mixer("unknown")
+    _norms_and_residual(out, loose, H, cfg, roles, unexplained, index)
+    return out, roles, unexplained
+
+
+def _part_extra(part, m: Module, prefix: str, H: int) -> str | None:
+    """A leftover inside a bound part that its shape explains: a sub-norm on the part's inner width
+    (BitNet), or a learnable activation scalar (xIELU's alpha/beta) inside an FFN."""
+    inner = {getattr(part, "width", None), getattr(part, "expert_width", None)} - {None}
+    if isinstance(part, Mixer):
+        o_in = part.num_heads * part.head_dim if part.num_heads and part.head_dim else None
+        inner = {o_in, part.v_head_dim and part.num_heads and part.v_head_dim * part.num_heads} - {None, 0}
+    if len(m.shape) == 1 and m.shape[0] in inner:
+        return f"{prefix}sub_norm"
+    if isinstance(part, Ffn) and m.weight is not None and m.weight.info.numel <= 1:
+        return f"{prefix}act.{m.leaf}"
+    return None
+
+
+def _norms_and_residual(out: Layer, loose: list[Module], H: int, cfg, roles: dict, unexplained: list,
+                        index: int) -> None:
+    queries = [m for m in loose if m.shape == (1, H)]
+    vecs = [m for m in loose if m.shape == (H,)]
+    other = [m for m in loose if m not in queries and m not in vecs]
+    if len(queries) >= 2:                      # Attention Residuals: a pseudo-query and its norm per site
+        qs = sorted(queries, key=lambda m: (not words(m.path) & {"self_attention_res_proj", "attn", "attention"},
+                                            m.path))[:2]
+        for site, q in zip(("pre_mixer", "pre_ffn"), qs, strict=False):
+            roles[f"residual.{site}.query"] = q
+            norm = max(vecs, key=lambda v: (_common(v.path, q.path), v.path), default=None) if vecs else None
+            if norm is not None and _common(norm.path, q.path) > 0 and len(vecs) > 2:
+                vecs.remove(norm)
+                roles[f"residual.{site}.norm"] = norm
+        queries = [q for q in queries if q not in qs]
+        out.residual = Residual("attnres", block_size=cfg.first_int("attn_res_block_size"))
+    other += queries
+    # norms
+    layer_norm = _norm_kind(cfg)
+    placements = _placements(vecs, cfg, out)
+    for place, m in placements.items():
+        roles[f"norm.{place}"] = m
+        out.norm[place] = Norm(kind="layer" if m.bias is not None else layer_norm,
+                               eps=cfg.first_float("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps",
+                                                   "layernorm_epsilon"),
+                               offset=bool(cfg.default("norm_offset")) or None, bias=m.bias is not None)
+    vecs = [v for v in vecs if v not in placements.values()]
+    other += vecs
+    for m in other:
+        w = words(m.path)
+        if len(m.shape) == 1 and m.shape[0] in (index + 1, index + 2) and 2 <= m.shape[0] != H:
+            roles["residual.depth_weights"] = m
+            out.residual = Residual("depth_weights")
+        elif len(m.shape) <= 1 and m.shape in ((), (1,), (H,)) and w & GATE_WORDS:
+            roles[f"residual.gate.{m.leaf}"] = m
+            if out.residual.kind == "identity":
+                out.residual = Residual("gated")
+        else:
+            unexplained.append(m)
+
+
+def _common(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _norm_kind(cfg) -> str:
+    if cfg.get("rms_norm_eps") is not None or "rms" in str(cfg.get("norm_type", "")).lower():
+        return "rms"
+    if any(cfg.get(k) is not None for k in ("layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon")):
+        return "layer"
+    return "rms"
+
+
+def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
+    """Placement -> norm module, from how many [H] norms the layer has; names order them."""
+    def rank(m: Module, order: list[str]) -> tuple:
+        w = words(m.path) | {m.leaf}
+        return next((i for i, p in enumerate(order) if w & PLACEMENT_WORDS[p]), len(order)), m.path
+
+    has_mixer, has_ffn = out.mixer.kind != "none", out.ffn.kind != "none"
+    n = len(vecs)
+    if n == 0:
+        return {}
+    if n == 1:
+        if has_mixer and has_ffn:
+            out.parallel = True
+        return {"pre_mixer" if has_mixer or not has_ffn else "pre_ffn": vecs[0]}
+    if n == 2:
+        post = cfg.get("do_layer_norm_before") is False or cfg.get("apply_residual_connection_post_layernorm") is True
+        order = ["pre_mixer", "pre_ffn"]
+        a, b = sorted(vecs, key=lambda m: rank(m, order))
+        if bool(cfg.get("parallel_attn")) or cfg.get("use_parallel_residual") is True:
+            out.parallel = True
+        if post:
+            return {"post_mixer": a, "post_ffn": b}
+        return {"pre_mixer": a, "pre_ffn": b}
+    order = ["pre_mixer", "post_mixer", "pre_ffn", "post_ffn"]
+    picked: dict[str, Module] = {}
+    rest = list(vecs)
+    for place in order:          # names first, then whatever is left in order
+        hit = next((m for m in rest if (words(m.path) | {m.leaf}) & PLACEMENT_WORDS[place]
+                    and not (place == "pre_ffn" and "post_attention_layernorm" in words(m.path) and n >= 4)), None)
+        if hit is not None:
+            picked[place] = hit
+            rest.remove(hit)
+    for place in order:
+        if place not in picked and rest:
+            picked[place] = rest.pop(0)
+    return picked
+
+
+def describe(m: Module, why: str) -> dict:
+    return ev(m, why)

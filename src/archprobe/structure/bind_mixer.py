@@ -1,0 +1,434 @@
+"""The token mixer of a layer from shapes; config numbers (heads, head dims) where shapes cannot say.
+
+* linear attention and SSMs: depthwise convolutions [C, 1, K]. Three of them beside a low-rank
+  [r, H] -> [D, r] decay pair and a per-channel [D] vector: KDA. One, beside three per-head vectors of
+  the same length (A_log, D, dt_bias): Mamba-2. One, beside two per-head vectors: Gated DeltaNet. One
+  of width H with a [3H, H] input: a short-convolution block (LFM2).
+* a rank bottleneck: an [w, H] reader with w <= H/2, a norm [r] on the latent and an [X, r] up-projection:
+  MLA (w - r is the decoupled rope key); without the norm and rope part: a shared low-rank K/V.
+* softmax attention: one writer [H, Wo] and readers [Wq | Wk | Wv, H] (or one fused reader); Wk < Wq
+  means fewer K/V heads. Per-head [hd] vectors are q/k norms, an [nh] vector the attention sinks.
+Names break ties only between same-shaped tensors (q vs k vs v, A_log vs D vs dt_bias).
+"""
+
+from __future__ import annotations
+
+from archprobe.structure.bind_ffn import Bound, ev
+from archprobe.structure.card import Mixer
+from archprobe.structure.modules import Module, words
+from archprobe.structure.widths import bias_says_transposed, mat, split_io
+
+ROPE_MAX = 256
+
+
+def _by_words(mods: list[Module], *wanted: set[str]) -> list[Module]:
+    """Order same-shaped modules by the first word set each matches (unmatched last, then by path)."""
+    def key(m: Module):
+        w = words(m.path)
+        return next((i for i, ws in enumerate(wanted) if w & ws), len(wanted)), m.path
+    return sorted(mods, key=key)
+
+
+def vec_len(m: Module) -> int | None:
+    """The length of a vector stored with extra unit dims ([1, 1, n, 1] -> n); None for other shapes."""
+    big = [d for d in m.shape if d != 1]
+    return big[0] if len(big) == 1 and len(m.shape) >= 1 else (1 if m.shape and not big else None)
+
+
+def _take(pool: list[Module], m: Module | None) -> Module | None:
+    if m is not None and m in pool:
+        pool.remove(m)
+    return m
+
+
+def bind_mixer(mods: list[Module], H: int, cfg) -> Bound | None:
+    convs = [m for m in mods if len(m.shape) == 3 and m.shape[1] == 1 and m.shape[0] > 1]
+    if convs:
+        return _linear(mods, convs, H, cfg)
+    return _mla(mods, H, cfg) or _attention(mods, H, cfg)
+
+
+# --- linear attention / SSM ----------------------------------------------------------------------------
+def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | None:
+    pool = list(mods)
+    vecs = [m for m in pool if vec_len(m) is not None and mat(m) is None and m not in convs]
+    mats = [m for m in pool if len(m.shape) == 2 and m not in vecs]
+    K = convs[0].shape[-1]
+    out_words = {"o", "out", "out_proj", "o_proj", "wo", "dense"}
+    if len(convs) >= 3:
+        D = convs[0].shape[0]
+        writer = next(iter(_by_words([m for m in mats if m.shape == (H, D)], out_words)[::-1]), None)
+        named = [m for m in mats if m.shape == (H, D) and words(m.path) & out_words]
+        writer = named[0] if named else writer
+        return _kda(pool, convs, vecs, mats, writer, H, cfg)
+    # the writer maps some inner width back to H; a low-rank pair's up-projection ([X, r] beside [r, H]) is not it
+    writer = next((m for m in mats if m.shape[0] == H and m.shape[1] != H
+                   and not any(r.shape == (m.shape[1], H) for r in mats)), None) or next(
+        iter(_by_words([m for m in mats if m.shape == (H, H)], out_words)), None)
+    conv = convs[0]
+    C = conv.shape[0]
+    sizes: dict[int, list[Module]] = {}
+    for v in vecs:
+        sizes.setdefault(vec_len(v), []).append(v)
+    triple = next((v for n, v in sizes.items() if len(v) >= 3 and n < C), None)
+    pair = next((v for n, v in sizes.items() if len(v) == 2 and n < C), None)
+    b = Bound(Mixer("unknown"))
+    if triple is not None or (pair is None and any(words(v.path) & {"d"} for v in vecs)):
+        heads_v = triple or next(iter(sizes.values()))
+        nh = vec_len(heads_v[0])
+        a_log, d, dt = (_by_words(heads_v, {"a_log", "a"}, {"d"}, {"dt_bias", "dt"}) + [None] * 3)[:3]
+        for m in (a_log, d, dt):
+            _take(pool, m)
+        b.roles.update({k: m for k, m in (("A_log", a_log), ("D", d), ("dt_bias", dt)) if m is not None})
+        inner = writer.shape[1] if writer is not None else None
+        norm = next((v for v in pool if len(v.shape) == 1 and v.shape[0] == inner), None)
+        reader = next((m for m in pool if len(m.shape) == 2 and m.shape[1] == H and m is not writer), None)
+        N = cfg.first_int("ssm_state_size", "mamba_d_state", "state_size", "d_state")
+        G = cfg.first_int("n_groups", "mamba_n_groups", "ngroups")
+        if N and not G and inner and C > inner:
+            G = (C - inner) // (2 * N) or None
+        if G and not N and inner and C > inner:
+            N = (C - inner) // (2 * G) or None
+        mixer = Mixer("mamba2", num_heads=nh, head_dim=inner // nh if inner and nh else None, state_size=N,
+                      n_groups=G, conv_dim=C, conv_kernel=K)
+        mixer.evidence = [ev(heads_v[0], f"per-head vectors ({nh}) x{len(heads_v)} (A_log, D, dt_bias): Mamba-2"),
+                          ev(conv, f"depthwise conv [{C}, 1, {K}]")]
+        b.part = mixer
+        for role, m in (("in_proj", reader), ("conv1d", conv), ("norm", norm), ("out_proj", writer)):
+            if _take(pool, m) is not None:
+                b.roles[role] = m
+    elif pair is not None:
+        nv = vec_len(pair[0])
+        a_log, dt = _by_words(pair, {"a_log", "a"}, {"dt_bias", "dt"})
+        _take(pool, a_log)
+        _take(pool, dt)
+        b.roles.update({"A_log": a_log, "dt_bias": dt})
+        vd = writer.shape[1] // nv if writer is not None and nv else None
+        norm = next((v for v in pool if len(v.shape) == 1 and v.shape[0] == vd), None)
+        readers = sorted([m for m in pool if len(m.shape) == 2 and m.shape[1] == H and m is not writer],
+                         key=lambda m: -m.shape[0])
+        dk = cfg.first_int("linear_key_head_dim")
+        nk = cfg.first_int("linear_num_key_heads")
+        if vd and not dk:
+            dk = ((C - nv * vd) // (2 * nk)) if nk else vd
+        mixer = Mixer("gated_deltanet", num_heads=nv, head_dim=dk, value_head_dim=vd, conv_dim=C, conv_kernel=K)
+        mixer.evidence = [ev(dt, f"per-head decay vectors ({nv}): a scalar decay per head (gated delta rule)"),
+                          ev(conv, f"depthwise conv [{C}, 1, {K}]")]
+        b.part = mixer
+        names = ["in_proj_qkvz", "in_proj_ba"] + [f"in_proj_{i}" for i in range(2, len(readers))]
+        for role, m in [*zip(names, readers, strict=False), ("conv1d", conv), ("norm", norm), ("out_proj", writer)]:
+            if _take(pool, m) is not None:
+                b.roles[role] = m
+    elif C == H:
+        reader = next((m for m in mats if m.shape == (3 * H, H)), None)
+        if reader is None:
+            return None
+        b.part = Mixer("short_conv", conv_dim=C, conv_kernel=K,
+                       evidence=[ev(conv, f"depthwise conv [{C}, 1, {K}] on the hidden width, gated by a [3H, H] "
+                                          "input: a short-convolution block")])
+        for role, m in (("in_proj", reader), ("conv1d", conv), ("out_proj", writer)):
+            if _take(pool, m) is not None:
+                b.roles[role] = m
+    else:
+        return None
+    b.part.confidence = 0.85
+    b.leftover = pool
+    return b
+
+
+def _kda(pool, convs, vecs, mats, writer, H, cfg) -> Bound:
+    D = convs[0].shape[0]
+    b = Bound(Mixer("kda"))
+    qkv_convs = _by_words([c for c in convs if c.shape[0] == D], {"q", "q_conv1d"}, {"k", "k_conv1d"},
+                          {"v", "v_conv1d"})[:3]
+    readers = [m for m in mats if m.shape == (D, H) and m is not writer]
+    gate = None
+    if len(readers) >= 4:
+        gate = _by_words(readers, {"g", "g_proj", "gate"})[0]
+        readers.remove(gate)
+    q, k, v = (_by_words(readers, {"q", "q_proj"}, {"k", "k_proj"}, {"v", "v_proj"}) + [None] * 3)[:3]
+    small = [m for m in mats if m.shape[1] == H and m.shape[0] < D and m.shape[0] <= H // 2]
+    pairs = []
+    for a in small:
+        up = next((u for u in mats if u.shape == (D, a.shape[0]) and u not in [p[1] for p in pairs]), None)
+        if up is not None:
+            pairs.append((a, up))
+    pairs.sort(key=lambda p: (not words(p[0].path) & {"f", "f_a", "f_a_proj"}, p[0].path))
+    f_pair = pairs[0] if pairs else None
+    g_pair = pairs[1] if len(pairs) > 1 and gate is None else None
+    paired = {id(p[0]) for p in pairs}
+    beta = next((m for m in sorted(small, key=lambda m: m.shape[0]) if id(m) not in paired), None)
+    heads = beta.shape[0] if beta is not None else cfg.first_int("num_heads", "num_attention_heads")
+    dt = next((m for m in vecs if m.shape == (D,)), None)
+    hd = D // heads if heads else None
+    o_norm = next((m for m in vecs if m.shape == (hd,)), None) if hd else None
+    a_log = next((m for m in vecs if m is not dt and m is not o_norm and vec_len(m) != D), None)
+    m = b.part
+    m.num_heads, m.head_dim, m.conv_kernel, m.conv_dim = heads, hd, convs[0].shape[-1], 3 * D
+    m.output_gate = "full_rank" if gate is not None else ("low_rank" if g_pair is not None else None)
+    m.gate_lower_bound = cfg.first_float("gate_lower_bound")
+    if a_log is not None:
+        m.a_log_stored = a_log.weight.info.numel
+    m.evidence = [ev(convs[0], f"three depthwise convs [{D}, 1, K] (q, k, v)")]
+    if dt is not None:
+        m.evidence.append(ev(dt, f"channel-wise decay bias: {D} = {heads} heads x {hd}"))
+    if f_pair is not None:
+        m.evidence += [ev(f_pair[0], f"low-rank decay down-projection [{f_pair[0].shape[0]}, H]"),
+                       ev(f_pair[1], "decay up-projection to heads x head_dim")]
+    if beta is not None:
+        m.evidence.append(ev(beta, f"write-strength (beta) projection [{beta.shape[0]}, H]"))
+    roles = [("q", q), ("k", k), ("v", v), ("g", gate), ("b", beta), ("dt_bias", dt), ("A_log", a_log),
+             ("o_norm", o_norm), ("o", writer)]
+    roles += list(zip(("q_conv", "k_conv", "v_conv"), qkv_convs, strict=False))
+    if f_pair:
+        roles += [("f_a", f_pair[0]), ("f_b", f_pair[1])]
+    if g_pair:
+        roles += [("g_a", g_pair[0]), ("g_b", g_pair[1])]
+    for role, mod in roles:
+        if _take(pool, mod) is not None:
+            b.roles[role] = mod
+    m.confidence = 0.9
+    b.leftover = pool
+    return b
+
+
+# --- MLA ---------------------------------------------------------------------------------------------------
+def _mla(mods: list[Module], H: int, cfg) -> Bound | None:
+    mats = [m for m in mods if len(m.shape) == 2 and "indexer" not in words(m.path)]
+    vecs = [m for m in mods if len(m.shape) == 1]
+    kvs, qs = [], []
+    for down in mats:
+        w, inp = down.shape
+        if inp != H or w > H // 2:
+            continue
+        for up in mats:
+            if up is down:
+                continue
+            r = up.shape[1]
+            norm = next((n for n in vecs if n.shape == (r,)), None)
+            if r < w <= r + ROPE_MAX and up.shape[0] > r and norm is not None:
+                kvs.append((w - r, not words(down.path) & {"kv", "kv_a_proj_with_mqa", "wkv_a"}, down.path,
+                            (down, norm, up)))
+            elif r == w and up.shape[0] > w and up.shape[1] != H:
+                qs.append((not words(down.path) & {"q", "q_a_proj", "wq_a"}, down.path, (down, norm, up)))
+    kv = min(kvs, key=lambda t: t[:3])[3] if kvs else None
+    qs = [q for q in qs if kv is None or (q[2][0] is not kv[0] and q[2][2] is not kv[2])]
+    q_lora = min(qs, key=lambda t: t[:2])[2] if qs else None
+    if kv is None:      # a shared low-rank K/V without MLA's latent norm / rope key: [r, H] read back by [X, r]
+        cands = []
+        for down in mats:
+            r = down.shape[0]
+            if down.shape[1] != H or r > H // 4 or any(n.shape == (r,) for n in vecs):
+                continue
+            ups = [u for u in mats if u is not down and u.shape[1] == r and u.shape[0] != H]
+            if ups:
+                cands.append((r, down.path, down, ups))
+        if cands:
+            _, _, down, ups = min(cands, key=lambda c: c[:2])
+            return _lowrank(mods, down, ups, H, cfg)
+        return None
+    pool = list(mods)
+    down, norm, up = kv
+    r, rope = up.shape[1], down.shape[0] - up.shape[1]
+    writer = next((m for m in mats if m.shape[0] == H and m is not down), None)
+    nh = cfg.first_int("num_attention_heads", "n_heads", "num_heads")
+    v_dim = writer.shape[1] // nh if writer is not None and nh else cfg.first_int("v_head_dim")
+    nope = up.shape[0] // nh - v_dim if nh and v_dim else cfg.first_int("qk_nope_head_dim")
+    mixer = Mixer("mla", num_heads=nh, kv_lora_rank=r, rope_dim=rope, nope_dim=nope, v_head_dim=v_dim,
+                  q_lora_rank=q_lora[2].shape[1] if q_lora else None, cache_width_per_token=down.shape[0],
+                  head_dim=(nope + rope) if nope is not None else None)
+    mixer.evidence = [ev(down, f"KV down-projection H={H} -> {down.shape[0]} = latent {r} + rope {rope}"),
+                      ev(norm, f"norm on the {r}-wide latent"),
+                      ev(up, f"up-projection from the {r}-wide latent to K/V of all heads")]
+    b = Bound(mixer)
+    roles = [("kv_a", down), ("kv_a_norm", norm), ("kv_b", up), ("o", writer)]
+    if q_lora is not None:
+        roles += [("q_a", q_lora[0]), ("q_a_norm", q_lora[1]), ("q_b", q_lora[2])]
+        mixer.evidence.append(ev(q_lora[0], f"query low-rank down-projection (q-LoRA {q_lora[2].shape[1]})"))
+    else:
+        q = next((m for m in mats if m.shape[1] == H and m not in (down, writer) and m.shape[0] > down.shape[0]), None)
+        roles.append(("q", q))
+    for role, m in roles:
+        if _take(pool, m) is not None:
+            b.roles[role] = m
+    _gates_and_indexer(b, pool, H, nh, writer)
+    mixer.confidence = 0.95
+    b.leftover = pool
+    return b
+
+
+def _lowrank(mods, down, ups, H, cfg) -> Bound:
+    pool = list(mods)
+    r = down.shape[0]
+    nh = cfg.first_int("num_attention_heads", "n_heads", "num_heads")
+    mixer = Mixer("lowrank_kv", num_heads=nh, kv_lora_rank=r, cache_width_per_token=r, confidence=0.75)
+    mixer.evidence = [ev(down, f"shared K/V down-projection H={H} -> {r}: cache width {r} vs hidden {H}"),
+                      ev(ups[0], f"up-projection from the {r}-wide latent")]
+    b = Bound(mixer)
+    writer = next((m for m in pool if len(m.shape) == 2 and m.shape[0] == H and m.shape[1] != r), None)
+    q = next((m for m in pool if len(m.shape) == 2 and m.shape[1] == H and m not in (down, writer)), None)
+    up_roles = [("kv_b", ups[0])] if len(ups) == 1 else list(zip(("k_b", "v_b"), _by_words(ups, {"k", "k_up"},
+                                                                                          {"v", "v_up"}), strict=False))
+    if q is not None and writer is not None:
+        hd = cfg.first_int("head_dim") or (writer.shape[1] // nh if nh else None)
+        mixer.head_dim = hd
+        if hd and ups[0].shape[0] % hd == 0:
+            mixer.num_kv_heads = ups[0].shape[0] // hd // (2 if len(ups) == 1 else 1)
+    for role, m in (("kv_a", down), *up_roles, ("q", q), ("o", writer)):
+        if _take(pool, m) is not None:
+            b.roles[role] = m
+    b.leftover = pool
+    return b
+
+
+# --- softmax attention ------------------------------------------------------------------------------------
+def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = None) -> Bound | None:
+    mats = [m for m in mods if len(m.shape) == 2 and "indexer" not in words(m.path) and m.shape != (1, H)]
+    if not mats:
+        return None
+    hint = bias_says_transposed(mats) if transposed_hint is None else transposed_hint
+    if hint is None:
+        hint = cfg.default("conv1d_transposed")
+    for transposed in ([hint] if hint is not None else [False, True]):
+        readers, writers = split_io(mats, H, transposed)
+        if len(writers) == 1 and readers:
+            break
+    else:
+        return None
+    o, Wo = writers[0]
+    nh = cfg.first_int("num_attention_heads", "n_head", "n_heads", "num_heads", "attention_heads",
+                       "decoder_attention_heads")
+    hd = cfg.first_int("head_dim", "kv_channels", "attention_head_size")
+    kvh = cfg.first_int("num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num",
+                        "n_head_kv", "num_kv")
+    pool = list(mods)
+    vecs = [m for m in pool if len(m.shape) == 1]
+    mixer = Mixer("gqa")
+    if transposed:
+        mixer.layout["transposed"] = True
+    b = Bound(mixer)
+    roles: list[tuple[str, Module | None]] = [("o", o)]
+    if not nh and hd:
+        nh = Wo // hd
+    per_head = [v for v in vecs if hd and v.shape == (hd,)] or [v for v in vecs if nh and v.shape[0] * nh == Wo]
+    if not hd and nh and Wo % nh == 0:
+        hd = Wo // nh
+    if not nh and per_head:
+        hd = per_head[0].shape[0]
+        nh = Wo // hd if Wo % hd == 0 else None
+    if len(readers) == 1:
+        qkv, W = readers[0]
+        if nh and hd and not kvh and (W - nh * hd) % (2 * hd) == 0:
+            kvh = (W - nh * hd) // (2 * hd)
+        if not (nh and hd and kvh and (nh + 2 * kvh) * hd == W) and W == 3 * Wo:
+            kvh = nh
+        mixer.fused_qkv = True
+        if nh and hd and kvh:
+            mixer.layout["qkv_split"] = [nh * hd, kvh * hd, kvh * hd]
+            layout = cfg.default("qkv_layout")
+            if layout:
+                mixer.layout["qkv_interleaved"] = layout
+        roles.append(("qkv", qkv))
+        mixer.evidence = [ev(qkv, f"fused QKV projection [{W}, H]")]
+        Wq = Wo
+    else:
+        by_width: dict[int, list] = {}
+        for m, w in readers:
+            by_width.setdefault(w, []).append(m)
+        kv_w = next((w for w, ms in sorted(by_width.items()) if len(ms) == 2 and w != Wo and w != 2 * Wo), None)
+        if kv_w is not None:
+            k, v = _by_words(by_width[kv_w], {"k", "k_proj", "key", "wk"}, {"v", "v_proj", "value", "wv"})
+            rest = [m for m, w in readers if m not in (k, v)]
+            q = next((m for m in _by_words(rest, {"q", "q_proj", "query", "wq"})), None)
+            rest = [m for m in rest if m is not q]
+        else:
+            same = _by_words([m for m, w in readers if w == Wo], {"q", "q_proj", "query", "wq"},
+                             {"k", "k_proj", "key", "wk"}, {"v", "v_proj", "value", "wv"})
+            rest = [m for m, w in readers if w != Wo]
+            q = next((m for m in _by_words([m for m, w in readers if w == 2 * Wo], {"q", "q_proj"})), None)
+            if q is not None:
+                rest.remove(q)
+                k, v = (same + [None, None])[:2]
+                rest += same[2:]
+            else:
+                q, k, v = (same + [None] * 3)[:3]
+                rest += same[3:]
+            kv_w = k.shape[0] if k is not None and not transposed else (k.shape[1] if k is not None else None)
+        Wq = (q.shape[1] if transposed else q.shape[0]) if q is not None else Wo
+        if kv_w and hd and not cfg.first_int("num_key_value_heads", "n_kv_heads", "num_kv_heads",
+                                              "multi_query_group_num", "n_head_kv"):
+            kvh = kv_w // hd if kv_w % hd == 0 else None
+        elif kv_w and hd:
+            kvh = kv_w // hd if kv_w % hd == 0 else kvh
+        roles += [("q", q), ("k", k), ("v", v)]
+        if Wq == 2 * Wo:
+            mixer.output_gate = "fused_in_q_proj"
+        gate = next((m for m in rest if (m.shape[0] if not transposed else m.shape[1]) == Wo), None)
+        if gate is not None:
+            roles.append(("g", gate))
+            mixer.output_gate = "sigmoid_g_proj"
+        if q is not None and k is not None:
+            mixer.evidence = [ev(q, f"query projection {list(q.shape)}"),
+                              ev(k, f"key projection {list(k.shape)}: {kvh} KV heads of {hd}")]
+    mixer.num_heads, mixer.head_dim, mixer.num_kv_heads = nh, hd, kvh
+    if kvh and nh:
+        mixer.kind = "mqa" if kvh == 1 and nh > 1 else "mha" if kvh == nh else "gqa"
+    mixer.bias = {r: (m.bias is not None) for r, m in roles if m is not None}
+    # q/k norms: per head [hd] or full [nh*hd] / [kvh*hd]
+    norms = [v for v in vecs if v.shape[0] in {x for x in (hd, (nh or 0) * (hd or 0), (kvh or 0) * (hd or 0)) if x}]
+    if len(norms) >= 2:
+        qn, kn = _by_words(norms, {"q_norm", "q", "query_layernorm", "q_layernorm", "query"},
+                           {"k_norm", "k", "key_layernorm", "k_layernorm", "key"})[:2]
+        if nh and kvh and nh != kvh and qn.shape[0] == (kvh or 0) * (hd or 0) and kn.shape[0] == nh * hd:
+            qn, kn = kn, qn
+        roles += [("q_norm", qn), ("k_norm", kn)]
+        mixer.qk_norm = "per_head" if qn.shape[0] == hd else "full"
+    sinks = next((v for v in vecs if nh and v.shape == (nh,) and v not in [r[1] for r in roles]), None)
+    if sinks is not None:
+        roles.append(("sinks", sinks))
+        mixer.sinks = True
+    for role, m in roles:
+        if _take(pool, m) is not None:
+            b.roles[role] = m
+    _gates_and_indexer(b, pool, H, nh, o)
+    mixer.evidence.append(ev(o, f"output projection [H, {Wo}]"))
+    mixer.confidence = 0.9 if nh and hd and kvh else 0.6
+    b.leftover = pool
+    return b
+
+
+def _gates_and_indexer(b: Bound, pool: list[Module], H: int, nh: int | None, o: Module | None) -> None:
+    mixer = b.part
+    gate = next((m for m in pool if len(m.shape) == 2 and m.shape[1] == H and o is not None
+                 and m.shape[0] == o.shape[1] and "indexer" not in words(m.path)), None)
+    if gate is not None and mixer.output_gate is None:
+        b.roles["g"] = _take(pool, gate)
+        mixer.output_gate = "sigmoid_g_proj"
+        mixer.evidence.append(ev(gate, f"[{gate.shape[0]}, H] beside the output projection: a gate on the "
+                                       "attention output"))
+    hg = next((m for m in pool if nh and m.shape == (nh, H) and "indexer" not in words(m.path)), None)
+    if hg is not None:
+        b.roles["head_gate"] = _take(pool, hg)
+        mixer.layout["head_gate"] = list(hg.shape)
+    idx = [m for m in pool if "indexer" in words(m.path)]
+    if idx:
+        mixer.indexer = {"index_topk": None, "index_heads": None, "index_dim": None}
+        for m in idx:
+            leaf = m.path.split("indexer.", 1)[-1]
+            b.roles[f"indexer.{leaf}"] = _take(pool, m)
+            if "weights_proj" in leaf and len(m.shape) == 2:
+                mixer.indexer["index_heads"] = m.shape[0]
+            if leaf in ("wk", "k_proj") and len(m.shape) == 2:
+                mixer.indexer["index_dim"] = m.shape[0]
+
+
+def has_mixer_signature(mods: list[Module], H: int) -> bool:
+    """Convs, a rank bottleneck, or three or more readers of H: a mixer (an MLP has at most two)."""
+    if any(len(m.shape) == 3 and m.shape[1] == 1 for m in mods):
+        return True
+    mats = [m for m in mods if mat(m) is not None and len(m.shape) == 2]
+    for transposed in (False, True):
+        readers, writers = split_io(mats, H, transposed)
+        if len(readers) >= 3 and writers:
+            return True
+    return False

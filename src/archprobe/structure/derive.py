@@ -1,0 +1,257 @@
+"""Build the card once from config.json and the shard headers: shapes first, config keys second,
+the per-family table last. Every field set here records its origin (`shape`, `config:<key>`, `default`).
+
+Steps: classify quantized storage (formats.quant) -> arrange tensors (tensors.build_table: the layer
+stack by its enumeration, MTP and vision set aside) -> bind every layer (bind_layer) -> bind the model
+level (embedding, positions, final norm, head, AttnRes output site) -> fill what shapes cannot say from
+config keys (rope, eps, activation, top-k, scoring, windows, soft-caps) -> the quantization summary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from archprobe.formats.quant import classify, summarize
+from archprobe.formats.sources import RawCheckpoint
+from archprobe.structure.bind_layer import bind_layer
+from archprobe.structure.card import Card
+from archprobe.structure.config import ConfigView
+from archprobe.structure.modules import Module, group_modules, words
+from archprobe.structure.tensors import TensorTable, build_table
+
+HEAD_WORDS = {"lm_head", "head", "output", "unembed", "embed_out"}
+
+
+class Derived:
+    """The card plus what the other outputs need from the same pass (table, config, quant roles)."""
+
+    def __init__(self, card: Card, table: TensorTable, cfg: ConfigView, tensors: list, roles: dict,
+                 layer_modules: dict[int, dict[str, Module]]):
+        self.card, self.table, self.cfg, self.tensors, self.roles = card, table, cfg, tensors, roles
+        self.layer_modules = layer_modules
+
+
+def _hidden(cfg: ConfigView, table: TensorTable) -> tuple[int | None, str]:
+    h, where = cfg.first_int_at("hidden_size", "d_model", "n_embd", "dim", "model_dim")
+    if h:
+        return h, f"config:{where}"
+    mats = [e for e in table.model.values() if len(e.shape) == 2]
+    if mats:
+        return max(mats, key=lambda e: e.shape[0]).shape[1], "shape"
+    widths = Counter(e.shape[0] for layer in table.layers.values() for e in layer.values() if len(e.shape) == 1)
+    return (widths.most_common(1)[0][0], "shape") if widths else (None, "shape")
+
+
+def derive(raw: RawCheckpoint) -> Derived:
+    cfg = ConfigView(raw.config)
+    tensors = [t for h in raw.headers for t in h.tensors]
+    qroles = classify(tensors, cfg.quantization_config)
+    n_layers, n_where = cfg.first_int_at("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    hidden_guess, _ = cfg.first_int_at("hidden_size", "d_model", "n_embd", "dim", "model_dim")
+    table = build_table(tensors, qroles, n_layers, gguf=raw.kind == "gguf", hidden=hidden_guess)
+    H, h_origin = _hidden(cfg, table)
+    card = Card(model_type=cfg.model_type, architectures=cfg.architectures, hidden_size=H)
+    card.origins["hidden_size"] = h_origin
+    card.warnings += table.warnings
+    card.num_layers = len(table.layers) or None
+    card.origins["num_layers"] = "shape"
+    notes: list[str] = []
+    layer_modules: dict[int, dict[str, Module]] = {}
+    for pos, (i, layer) in enumerate(table.layers.items()):
+        lay, lroles, unexplained = bind_layer(pos, layer, H or 0, cfg, notes)
+        lay.index = i
+        card.layers.append(lay)
+        layer_modules[i] = {r: m for r, m in lroles.items()}
+        for r, m in lroles.items():
+            for suffix, e in m.entries():
+                card.tensors[f"layers.{pos}.{r}{suffix}"] = e.name
+        for m in unexplained:
+            card.unexplained += [e.name for _, e in m.entries()]
+    _model_level(card, table, H, cfg)
+    card.set_aside = {"vision": [e.name for e in table.vision],
+                      "mtp": [e.name for layer in table.mtp.values() for e in layer.values()]}
+    _from_config(card, cfg, n_where)
+    card.quantization = summarize(tensors, qroles)
+    return Derived(card, table, cfg, tensors, qroles, layer_modules)
+
+
+def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView) -> None:
+    mods = group_modules({name: e for name, e in table.model.items()})
+    V, _ = cfg.first_int_at("vocab_size", "padded_vocab_size", "n_vocab")
+    mats = [m for m in mods.values() if len(m.shape) == 2 and m.shape[1] == H and m.shape[0] > 1]
+    if V is None and mats:
+        V = max(m.shape[0] for m in mats)
+    vocab_like = [m for m in mats if V is None or m.shape[0] == V or m.shape[0] >= V]
+    if not vocab_like and mats:
+        vocab_like = [max(mats, key=lambda m: m.shape[0])]
+    roles: dict[str, Module] = {}
+    if vocab_like:
+        vocab_like.sort(key=lambda m: (bool(words(m.path) & HEAD_WORDS), m.path.count("."), m.path))
+        roles["embed"] = vocab_like[0]
+        if len(vocab_like) > 1:
+            roles["head"] = vocab_like[1]
+        card.vocab_size = vocab_like[0].shape[0]
+        card.origins["vocab_size"] = "shape"
+    pos = [m for m in mats if m not in roles.values()]
+    if pos:
+        roles["pos_embed"] = pos[0]
+        card.embed.pos_kind, card.origins["embed.pos_kind"] = "learned", "shape"
+    queries = [m for m in mods.values() if m.shape == (1, H)]
+    vecs = [m for m in mods.values() if m.shape == (H,)]
+    if queries:
+        roles["output_residual.query"] = queries[0]
+        if len(vecs) > 1:
+            norm = max(vecs, key=lambda v: _prefix_len(v.path, queries[0].path))
+            roles["output_residual.norm"] = norm
+            vecs.remove(norm)
+    if vecs:
+        emb_norm = [v for v in vecs if words(v.path) & {"word_embeddings_layernorm", "embed", "embeddings", "emb",
+                                                         "embedding_norm", "ln_embd"}]
+        final = [v for v in vecs if v not in emb_norm] or vecs
+        roles["final_norm"] = final[-1]
+        if emb_norm and emb_norm[0] is not final[-1]:
+            roles["embed_norm"] = emb_norm[0]
+    for role, m in roles.items():
+        for suffix, e in m.entries():
+            card.tensors[f"{role}{suffix}"] = e.name
+    used = set(map(id, roles.values()))
+    for m in mods.values():
+        if id(m) not in used:
+            card.unexplained += [e.name for _, e in m.entries()]
+    fn = roles.get("final_norm")
+    if fn is not None:
+        card.final_norm.bias = fn.bias is not None
+        card.final_norm.kind = "layer" if fn.bias is not None else (card.layers[0].norm.get("pre_mixer").kind
+                                                                    if card.layers and card.layers[0].norm.get(
+                                                                        "pre_mixer") else "rms")
+        card.origins["final_norm.kind"] = "shape"
+    card.tie_word_embeddings = "head" not in roles
+    card.head.tied = card.tie_word_embeddings
+    card.origins["head.tied"] = card.origins["tie_word_embeddings"] = "shape"
+
+
+def _prefix_len(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _set(card: Card, path: str, value, origin: str) -> None:
+    if value is not None:
+        card.set(path, value, origin)
+
+
+def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
+    """What shapes cannot say: rope, eps, activation, top-k, scoring, windows, soft-caps, embedding scale."""
+    mp, where = cfg.first_int_at("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+    _set(card, "max_position_embeddings", mp, f"config:{where}")
+    rope = cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else None
+    params = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else None
+    theta, where = cfg.first_float_at("rope_theta", "rotary_emb_base", "rope_base")
+    if theta is None and params and isinstance(params.get("rope_theta"), (int, float)):
+        theta, where = float(params["rope_theta"]), "rope_parameters.rope_theta"
+    _set(card, "rope.theta", theta, f"config:{where}")
+    scaling = rope or params
+    if scaling:
+        kind = scaling.get("rope_type") or scaling.get("type")
+        if isinstance(kind, str):
+            _set(card, "rope.type", kind, "config:rope_scaling")
+        f = scaling.get("factor")
+        if isinstance(f, (int, float)) and not isinstance(f, bool) and math.isfinite(f):
+            _set(card, "rope.factor", float(f), "config:rope_scaling.factor")
+        om = scaling.get("original_max_position_embeddings")
+        if isinstance(om, int) and not isinstance(om, bool) and om > 0:
+            _set(card, "rope.original_max_position", om, "config:rope_scaling.original_max_position_embeddings")
+        card.rope.scaling = {k: v for k, v in scaling.items() if isinstance(v, (int, float, str, bool))}
+    prf, where = cfg.first_float_at("partial_rotary_factor", "rotary_pct")
+    _set(card, "rope.partial_rotary_factor", prf, f"config:{where}")
+    eps = cfg.first_float("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps", "layernorm_epsilon")
+    if eps is not None:
+        card.final_norm.eps = eps
+    if cfg.default("norm_offset"):
+        _set(card, "final_norm.offset", True, "default")
+    soft, where = cfg.first_float_at("final_logit_softcapping", "logits_soft_cap")
+    _set(card, "head.soft_cap", soft, f"config:{where}")
+    if cfg.default("embed_scale") == "sqrt_hidden" and card.hidden_size:
+        _set(card, "embed.scale", math.sqrt(card.hidden_size), "default")
+    mult, where = cfg.first_float_at("embedding_multiplier", "scale_emb")
+    _set(card, "embed.scale", mult, f"config:{where}")
+    alibi = cfg.get("alibi") is True or bool(cfg.default("alibi"))
+    if alibi:
+        _set(card, "embed.pos_kind", "alibi", "config:alibi" if cfg.get("alibi") is True else "default")
+    elif card.embed.pos_kind is None and card.rope.theta is not None:
+        _set(card, "embed.pos_kind", "rope", "config:rope_theta")
+    act, act_where = cfg.first_str_at("hidden_act", "hidden_activation", "activation_function", "mlp_hidden_act",
+                                      "ffn_act_fn", "activation")
+    top_k, k_where = cfg.first_int_at("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k", "moe_k",
+                                      "num_selected_experts")
+    scoring, s_where = cfg.first_str_at("scoring_func", "moe_router_activation_func", "router_activation",
+                                        "score_function")
+    renorm = cfg.get("norm_topk_prob", cfg.get("moe_renormalize"))
+    scale, sc_where = cfg.first_float_at("routed_scaling_factor", "router_scaling_factor")
+    n_group, g_where = cfg.first_int_at("n_group", "num_expert_group")
+    topk_group, tg_where = cfg.first_int_at("topk_group")
+    n_shared, sh_where = cfg.first_int_at("n_shared_experts", "num_shared_experts", "shared_expert_count")
+    window, w_where = cfg.first_int_at("sliding_window", "attention_window_size")
+    types = cfg.get("layer_types")
+    attn_cap, ac_where = cfg.first_float_at("attn_logit_softcapping")
+    nope = cfg.get("mla_use_nope") is True or cfg.get("use_rope") is False
+    gate_lb = cfg.first_float("gate_lower_bound")
+    sliding_all = bool(cfg.default("sliding_all")) and cfg.get("use_sliding_window", True) is not False
+    for i, layer in enumerate(card.layers):
+        p = f"layers.{i}"
+        m, f = layer.mixer, layer.ffn
+        if m.kind in ("gqa", "mha", "mqa", "mla", "lowrank_kv"):
+            if isinstance(types, list) and len(types) == len(card.layers) and window:
+                if "sliding" in str(types[i]) or "chunked" in str(types[i]) or "local" in str(types[i]):
+                    _set(card, f"{p}.mixer.sliding_window", window, f"config:{w_where}")
+            elif window and sliding_all:
+                _set(card, f"{p}.mixer.sliding_window", window, "default")
+            _set(card, f"{p}.mixer.logit_soft_cap", attn_cap, f"config:{ac_where}")
+            if nope:
+                _set(card, f"{p}.mixer.rope", False, "config:mla_use_nope" if cfg.get("mla_use_nope") else
+                     "config:use_rope")
+            if alibi:
+                _set(card, f"{p}.mixer.alibi", True, "default")
+        if m.kind == "kda" and gate_lb is not None:
+            card.origins[f"{p}.mixer.gate_lower_bound"] = "config:gate_lower_bound"
+        for name in ("num_heads", "num_kv_heads", "head_dim", "kv_lora_rank", "rope_dim", "cache_width_per_token",
+                     "conv_dim", "conv_kernel", "q_lora_rank"):
+            if getattr(m, name) is not None:
+                card.origins.setdefault(f"{p}.mixer.{name}", "shape")
+        if f.kind != "none" and act:
+            a = act.lower()
+            _set(card, f"{p}.ffn.activation", a, f"config:{act_where}")
+        if f.kind in ("moe", "latent_moe"):
+            _set(card, f"{p}.ffn.top_k", top_k, f"config:{k_where}")
+            if scoring:
+                _set(card, f"{p}.ffn.router.scoring", "sigmoid" if "sigmoid" in scoring.lower() else "softmax",
+                     f"config:{s_where}")
+            elif cfg.default("scoring"):
+                _set(card, f"{p}.ffn.router.scoring", cfg.default("scoring"), "default")
+            elif f.router.selection_bias is not None:
+                # a selection bias goes with sigmoid scores (DeepSeek-V3 and its descendants), softmax otherwise
+                _set(card, f"{p}.ffn.router.scoring", "sigmoid" if f.router.selection_bias else "softmax", "default")
+            if isinstance(renorm, bool):
+                _set(card, f"{p}.ffn.router.renormalize", renorm, "config:norm_topk_prob")
+            _set(card, f"{p}.ffn.router.scaling", scale, f"config:{sc_where}")
+            _set(card, f"{p}.ffn.router.n_group", n_group, f"config:{g_where}")
+            _set(card, f"{p}.ffn.router.topk_group", topk_group, f"config:{tg_where}")
+            if f.shared is not None and n_shared:
+                _set(card, f"{p}.ffn.shared.count", n_shared, f"config:{sh_where}")
+            if f.layout.get("gate_up") and cfg.default("gate_up"):
+                f.layout["gate_up"] = cfg.default("gate_up")
+            for name in ("num_experts", "expert_width", "latent_size"):
+                if getattr(f, name) is not None:
+                    card.origins.setdefault(f"{p}.ffn.{name}", "shape")
+        if layer.parallel is None and cfg.default("parallel") and len(layer.norm) == 1:
+            _set(card, f"{p}.parallel", True, "default")
+    if n_where and card.num_layers is not None:
+        n, _ = cfg.first_int_at("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+        if n is not None and n != card.num_layers and not any("config says" in w for w in card.warnings):
+            card.warnings.append(f"config says {n} layers, the checkpoint has tensors for {card.num_layers}: "
+                                 "the card follows the tensors")
