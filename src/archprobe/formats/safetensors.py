@@ -241,6 +241,9 @@ def _fast_entries(doc: dict, file: str, data_bytes: int | None):
                 info.top = i
             continue
         tensors.append(TensorInfo(tname, dtype, tuple(shape), size, file))
+    for info in folded.values():        # a "family" of one is just a tensor: keep its real name
+        if info.count == 1:
+            info.name, info.top = info.first, -1
     return tensors, spans
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from archprobe.structure.bind_ffn import Bound, bind_dense, bind_moe, ev, has_bank
 from archprobe.structure.bind_mixer import bind_mixer, has_mixer_signature
-from archprobe.structure.card import Ffn, Layer, Mixer, Norm, Residual
+from archprobe.structure.card import Ffn, Layer, Mixer, Norm, Residual, Shared
 from archprobe.structure.modules import Module, group_modules, words
 from archprobe.structure.widths import mat, mlp_roles
 
@@ -49,7 +49,8 @@ def _classify(head: str, group: list[Module], H: int, cfg) -> str:
     if r is not None:
         # one fused reader twice the writer's width is a gate_up MLP or a GQA qkv ((nh + 2 kvh) hd = 2 nh hd):
         # the config's head counts decide, then the group's name
-        if "gate_up" in r and (_is_qkv(r["gate_up"], H, cfg) or words(head) & (MIXER_WORDS - {"mixer"})):
+        if "gate_up" in r and not words(head) & FFN_WORDS and (
+                words(head) & (MIXER_WORDS - {"mixer"}) or _is_qkv(r["gate_up"], H, cfg)):
             return "mixer"
         return "ffn"
     if mats:
@@ -90,6 +91,16 @@ def bind_layer(index: int, layer: dict, H: int, cfg, notes: list[str]) -> tuple[
             if bound is not None:
                 out.mixer, mixer_done = bound.part, True
                 prefix = "mixer."
+        elif kind == "ffn" and ffn_done and out.ffn.kind in ("moe", "latent_moe") and out.ffn.shared is None:
+            # an always-on MLP in a group of its own beside the routed experts (Granite's shared_mlp)
+            bound = bind_dense([m for m in group if len(m.shape) == 2], H)
+            if bound is not None:
+                dense = bound.part
+                out.ffn.shared = Shared(count=1, width=dense.width, gated=None)
+                out.ffn.evidence.append(ev(next(iter(bound.roles.values())), f"always-on expert MLP, {dense.width} "
+                                                                               "wide"))
+                bound.roles = {f"shared.{r}": m for r, m in bound.roles.items()}
+                prefix = "ffn."
         elif kind == "ffn" and not ffn_done:
             bound = bind_moe(group, H) if has_bank(group) else bind_dense(
                 [m for m in group if len(m.shape) == 2], H, cfg.default("conv1d_transposed"))

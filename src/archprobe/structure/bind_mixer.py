@@ -147,7 +147,7 @@ def _kda(pool, convs, vecs, mats, writer, H, cfg) -> Bound:
         gate = _by_words(readers, {"g", "g_proj", "gate"})[0]
         readers.remove(gate)
     q, k, v = (_by_words(readers, {"q", "q_proj"}, {"k", "k_proj"}, {"v", "v_proj"}) + [None] * 3)[:3]
-    small = [m for m in mats if m.shape[1] == H and m.shape[0] < D and m.shape[0] <= H // 2]
+    small = [m for m in mats if m.shape[1] == H and m.shape[0] < D and m is not writer]
     pairs = []
     for a in small:
         up = next((u for u in mats if u.shape == (D, a.shape[0]) and u not in [p[1] for p in pairs]), None)
@@ -157,7 +157,8 @@ def _kda(pool, convs, vecs, mats, writer, H, cfg) -> Bound:
     f_pair = pairs[0] if pairs else None
     g_pair = pairs[1] if len(pairs) > 1 and gate is None else None
     paired = {id(p[0]) for p in pairs}
-    beta = next((m for m in sorted(small, key=lambda m: m.shape[0]) if id(m) not in paired), None)
+    beta = next((m for m in sorted(small, key=lambda m: m.shape[0]) if id(m) not in paired and D % m.shape[0] == 0),
+                None)
     heads = beta.shape[0] if beta is not None else cfg.first_int("num_heads", "num_attention_heads")
     dt = next((m for m in vecs if m.shape == (D,)), None)
     hd = D // heads if heads else None
@@ -383,6 +384,14 @@ def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = N
             qn, kn = kn, qn
         roles += [("q_norm", qn), ("k_norm", kn)]
         mixer.qk_norm = "per_head" if qn.shape[0] == hd else "full"
+    if len(norms) < 2 and nh and hd:        # per-head norm weights stored [heads, hd] (Cohere's qk LayerNorm)
+        grid = [m for m in pool if len(m.shape) == 2 and m.shape[1] == hd and m.shape[0] in (nh, kvh)
+                and m not in [r[1] for r in roles]]
+        if len(grid) >= 2:
+            qn = next((m for m in grid if m.shape[0] == nh), grid[0])
+            kn = next((m for m in grid if m is not qn), None)
+            roles += [("q_norm", qn), ("k_norm", kn)]
+            mixer.qk_norm = "per_head_weights"
     sinks = next((v for v in vecs if nh and v.shape == (nh,) and v not in [r[1] for r in roles]), None)
     if sinks is not None:
         roles.append(("sinks", sinks))

@@ -82,9 +82,7 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
     mats = [m for m in mods.values() if len(m.shape) == 2 and m.shape[1] == H and m.shape[0] > 1]
     if V is None and mats:
         V = max(m.shape[0] for m in mats)
-    vocab_like = [m for m in mats if V is None or m.shape[0] == V or m.shape[0] >= V]
-    if not vocab_like and mats:
-        vocab_like = [max(mats, key=lambda m: m.shape[0])]
+    vocab_like = [m for m in mats if V is None or m.shape[0] >= V]
     roles: dict[str, Module] = {}
     if vocab_like:
         vocab_like.sort(key=lambda m: (bool(words(m.path) & HEAD_WORDS), m.path.count("."), m.path))
@@ -93,6 +91,21 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
             roles["head"] = vocab_like[1]
         card.vocab_size = vocab_like[0].shape[0]
         card.origins["vocab_size"] = "shape"
+    if not vocab_like and V:        # embeddings narrower or wider than H, projected in and out (OPT-350m)
+        emb = next((m for m in mods.values() if len(m.shape) == 2 and m.shape[0] == V), None)
+        if emb is not None:
+            E = emb.shape[1]
+            roles["embed"] = emb
+            card.vocab_size = V
+            p_in = next((m for m in mods.values() if m.shape == (H, E)), None)
+            p_out = next((m for m in mods.values() if m.shape == (E, H) and m is not p_in), None)
+            if p_in is not None:
+                roles["embed_proj"] = p_in
+            if p_out is not None:
+                roles["head_proj"] = p_out
+            heads = [m for m in mods.values() if len(m.shape) == 2 and m.shape[0] == V and m is not emb]
+            if heads:
+                roles["head"] = heads[0]
     pos = [m for m in mats if m not in roles.values()]
     if pos:
         roles["pos_embed"] = pos[0]

@@ -147,8 +147,6 @@ def build_table(tensors: list[TensorInfo], roles: dict[str, QuantRole], num_laye
     for t, norm_name in named:
         role = roles[t.name]
         name = t.name
-        if t.count == 1 and t.first is not None:     # a "family" of one is just a tensor
-            name = norm_name = t.first
         entry = Entry(name, norm_name, logical_shape(t, role), t.dtype, t.count, role, t)
         if _is_vision(norm_name):
             table.vision.append(entry)
@@ -168,6 +166,8 @@ def build_table(tensors: list[TensorInfo], roles: dict[str, QuantRole], num_laye
             continue
         table.model[norm_name] = entry
     table.layers = dict(sorted(table.layers.items()))
+    for layer in table.layers.values():
+        _refold(layer)
     if num_layers is not None and table.layers:
         extra = [i for i in table.layers if i >= num_layers]
         for i in extra:
@@ -177,6 +177,18 @@ def build_table(tensors: list[TensorInfo], roles: dict[str, QuantRole], num_laye
             table.warnings.append(f"config says {num_layers} layers, the checkpoint has tensors for "
                                   f"{len(table.layers)}: the card follows the tensors")
     return table
+
+
+def _refold(layer: dict[str, Entry]) -> None:
+    """An expert that a shard held alone was left unfolded there: merge it into its family."""
+    for rest in [r for r in layer if "*" not in r and any(p.isdigit() for p in r.split(".")[:-1])]:
+        parts = rest.split(".")
+        k = max(i for i, p in enumerate(parts[:-1]) if p.isdigit())
+        fam = layer.get(".".join(parts[:k] + ["*"] + parts[k + 1:]))
+        e = layer[rest]
+        if fam is not None and fam.shape == e.shape and fam.dtype == e.dtype:
+            fam.count += e.count
+            del layer[rest]
 
 
 def _add(layer: dict[str, Entry], rest: str, entry: Entry) -> None:
