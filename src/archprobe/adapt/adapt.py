@@ -11,13 +11,14 @@ SCHEMA = "archprobe.adapt/1"
 FRAMEWORKS = ("transformers", "vllm", "sglang", "llama.cpp", "archprobe")
 
 
-def adapt(source: str | None = None, progress=None, only: list[str] | None = None) -> dict:
+def adapt(source: str | None = None, progress=None, only: list[str] | None = None, card=None) -> dict:
+    """The adaptation document; `card` (a user's architecture card) overrides the derived one."""
     if source is None:
         from archprobe.demo import demo_checkpoint
 
         source = str(demo_checkpoint())
     raw = open_source(source, progress)
-    return adapt_checkpoint(raw, analyse(raw), only)
+    return adapt_checkpoint(raw, analyse(raw, card), only)
 
 
 def adapt_checkpoint(raw: RawCheckpoint, doc: dict, only: list[str] | None = None) -> dict:
@@ -45,6 +46,7 @@ def adapt_checkpoint(raw: RawCheckpoint, doc: dict, only: list[str] | None = Non
     return {"schema": SCHEMA, "source": doc["source"], "model_type": doc["model_type"],
             "wrapper_model_type": doc.get("wrapper_model_type"), "architectures": doc["architectures"],
             "features": [f["id"] for f in features], "frameworks": results, "matrix": matrix,
+            "layer_plan": [[layer["mixer"], layer["ffn"]] for layer in doc["layers"]],
             "note": "What frameworks know is kept apart from what the weights say: see `inspect` for the latter."}
 
 

@@ -12,6 +12,18 @@ import typer
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON (see contracts.md).")]
 NoProgressOpt = Annotated[bool, typer.Option("--no-progress", help="No progress bar.")]
+CardOpt = Annotated[str | None, typer.Option(
+    "--card", help="An architecture card (archprobe card SOURCE -o card.yaml, edited): its fields override "
+                   "what was derived from the shapes.", show_default=False)]
+
+
+def load_card_opt(path: str | None):
+    """The user's card from `--card`, or None (a bad card is a one-line CardError)."""
+    if path is None:
+        return None
+    from archprobe.structure.card import load_card
+
+    return load_card(path)
 
 
 def print_json(doc: dict) -> None:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, NoProgressOpt, print_json, shard_progress
+from archprobe.cli._common import CardOpt, JsonOpt, NoProgressOpt, load_card_opt, print_json, shard_progress
 from archprobe.cli.inspect_cmd import SourceArg
 
 STYLE = {"supported": "green", "handled": "green", "missing": "red", "unverified": "yellow", "unknown": "red",
@@ -17,7 +17,7 @@ STYLE = {"supported": "green", "handled": "green", "missing": "red", "unverified
 def adapt(source: SourceArg = None,
           framework: Annotated[list[str] | None, typer.Option(
               "--framework", "-f", help="Only these: transformers, vllm, sglang, llama.cpp, archprobe.")] = None,
-          json_out: JsonOpt = False, no_progress: NoProgressOpt = False) -> None:
+          json_out: JsonOpt = False, no_progress: NoProgressOpt = False, card: CardOpt = None) -> None:
     """Framework adaptation, kept apart from what the weights say.
 
     Example: archprobe adapt ./Kimi-K3 ; archprobe adapt org/model --json
@@ -31,7 +31,7 @@ def adapt(source: SourceArg = None,
     if bad:
         raise ArchprobeError(f"unknown framework {bad[0]!r}", hint="one of " + ", ".join(FRAMEWORKS))
     with shard_progress(not no_progress and not json_out) as progress:
-        doc = adapt_doc(source, progress=progress, only=framework)
+        doc = adapt_doc(source, progress=progress, only=framework, card=load_card_opt(card))
     if json_out:
         print_json(doc)
         return

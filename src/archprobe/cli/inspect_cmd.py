@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, NoProgressOpt, print_json, shard_progress
+from archprobe.cli._common import CardOpt, JsonOpt, NoProgressOpt, load_card_opt, print_json, shard_progress
 
 SourceArg = Annotated[str | None, typer.Argument(
     help="Local folder, .safetensors/.gguf file, or hub repo id org/name[@revision][:GGUF_TAG] "
@@ -14,7 +14,8 @@ SourceArg = Annotated[str | None, typer.Argument(
          "Omitted: the embedded demo checkpoint.", show_default=False)]
 
 
-def inspect(source: SourceArg = None, json_out: JsonOpt = False, no_progress: NoProgressOpt = False) -> None:
+def inspect(source: SourceArg = None, json_out: JsonOpt = False, no_progress: NoProgressOpt = False,
+            card: CardOpt = None) -> None:
     """What is it? Layers, widths, experts, quantization, parameters and features, from headers only.
 
     Examples: archprobe inspect ./Kimi-K3 ; archprobe inspect moonshotai/Kimi-K3@main --json
@@ -22,8 +23,9 @@ def inspect(source: SourceArg = None, json_out: JsonOpt = False, no_progress: No
 
     from archprobe.structure.inspect import inspect_checkpoint
 
+    user_card = load_card_opt(card)
     with shard_progress(not no_progress and not json_out) as progress:
-        doc = inspect_checkpoint(source, progress=progress)
+        doc = inspect_checkpoint(source, progress=progress, card=user_card)
     if json_out:
         print_json(doc)
     else:

@@ -12,7 +12,7 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from archprobe.cli import adapt_cmd, eval_cmd, inspect_cmd, memory_cmd, report_cmd, track_cmd, validate_cmd
+from archprobe.cli import adapt_cmd, card_cmd, eval_cmd, inspect_cmd, memory_cmd, report_cmd, track_cmd, validate_cmd
 from archprobe.cli.errors import debug, describe, one_line
 
 
@@ -55,6 +55,7 @@ app = typer.Typer(name="archprobe", help="Read the weights, not the rumors.", no
                   add_completion=False, pretty_exceptions_enable=False, cls=ArchprobeGroup)
 app.command("inspect")(inspect_cmd.inspect)
 app.command("demo")(inspect_cmd.demo)
+app.command("card")(card_cmd.card)
 app.command("memory")(memory_cmd.memory)
 app.command("validate")(validate_cmd.validate)
 app.command("adapt")(adapt_cmd.adapt)

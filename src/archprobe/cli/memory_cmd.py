@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, NoProgressOpt, print_json, shard_progress
+from archprobe.cli._common import CardOpt, JsonOpt, NoProgressOpt, load_card_opt, print_json, shard_progress
 from archprobe.cli.inspect_cmd import SourceArg
 
 
@@ -27,7 +27,7 @@ def memory(source: SourceArg = None,
            plot: Annotated[str | None, typer.Option(help="Write memory vs context per layer type to this PNG.")] = None,
            budget: Annotated[str | None, typer.Option(help="Device memory, e.g. 80GB: draws the line and "
                                                            "reports the largest context that fits.")] = None,
-           json_out: JsonOpt = False, no_progress: NoProgressOpt = False) -> None:
+           json_out: JsonOpt = False, no_progress: NoProgressOpt = False, card: CardOpt = None) -> None:
     """Will it fit? Weights + caches + activations at a context length, per layer type.
 
     Examples: archprobe memory ./Kimi-K3 --context 128k --batch 4 ;
@@ -46,8 +46,9 @@ def memory(source: SourceArg = None,
     engine = options.choice(engine, [e for e in ENGINES if e], "--engine")
     engine = engine.lower() if engine else None
     plot = options.writable_file(plot, "--plot")
+    user_card = load_card_opt(card)
     with shard_progress(not no_progress and not json_out) as progress:
-        doc = inspect_checkpoint(source, progress=progress)
+        doc = inspect_checkpoint(source, progress=progress, card=user_card)
     opts = dict(batch=batch, weight_dtype=weight_dtype, kv_dtype=kv_dtype, devices=devices, engine=engine,
                 chunk=chunk)
     plans = [plan_memory(doc, c, **opts) for c in contexts]

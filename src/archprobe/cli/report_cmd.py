@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, NoProgressOpt, print_json, shard_progress
+from archprobe.cli._common import CardOpt, JsonOpt, NoProgressOpt, load_card_opt, print_json, shard_progress
 from archprobe.cli.inspect_cmd import SourceArg
 
 
@@ -21,7 +21,7 @@ def report(source: SourceArg = None,
                                                                           "folders; streams the weights).")] = False,
            validate_json: Annotated[str | None, typer.Option(help="Include an existing `validate --json` "
                                                                   "result instead.")] = None,
-           json_out: JsonOpt = False, no_progress: NoProgressOpt = False) -> None:
+           json_out: JsonOpt = False, no_progress: NoProgressOpt = False, card: CardOpt = None) -> None:
     """Structure, layer plan, parameters, memory curve, adaptation and validation in one page.
 
     Example: archprobe report ./Kimi-K3 --budget 8x141GB --out k3.html ; archprobe report (the demo)
@@ -40,7 +40,7 @@ def report(source: SourceArg = None,
     out = options.writable_file(out or f"report.{fmt}", "--out")
     with shard_progress(not no_progress and not json_out) as progress:
         data = collect(source, context=context, batch=batch, budget=budget, run_validate=run_validate,
-                       validate_json=validate_json, progress=progress)
+                       validate_json=validate_json, progress=progress, card=load_card_opt(card))
     if fmt == "html":
         from archprobe.report.html import render
     else:

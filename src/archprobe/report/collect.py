@@ -17,7 +17,7 @@ def sweep_contexts(max_context: int | None, target: int) -> list[int]:
 
 
 def collect(source: str | None, context: str = "32k", batch: int = 1, budget: str | None = None,
-            run_validate: bool = False, validate_json: str | None = None, progress=None) -> dict:
+            run_validate: bool = False, validate_json: str | None = None, progress=None, card=None) -> dict:
     from archprobe.formats.sources import open_source
     from archprobe.memory.plan import largest_fitting_context, parse_bytes, parse_tokens, plan_memory
     from archprobe.structure.inspect import analyse
@@ -27,7 +27,7 @@ def collect(source: str | None, context: str = "32k", batch: int = 1, budget: st
 
         source = str(demo_checkpoint())
     raw = open_source(source, progress)   # headers read once, for the structure and the adaptation
-    doc = analyse(raw)
+    doc = analyse(raw, card)     # the card is built once; memory, adapt and the page read it
     target = parse_tokens(context)
     limit = parse_bytes(budget) if budget else None
     plan = plan_memory(doc, target, batch=batch)

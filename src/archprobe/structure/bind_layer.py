@@ -200,6 +200,18 @@ def _norm_kind(cfg) -> str:
     return "rms"
 
 
+MIXER_SIDE = {"input", "attn", "attention", "mix", "mixer", "self", "ln_1", "norm1", "1", "pre", "operator", "token",
+              "seq", "ln_attn", "sa"}
+FFN_SIDE = {"ffn", "mlp", "mid", "post", "ln_2", "norm2", "2", "feed", "forward", "feedforward", "channel", "moe",
+            "ln_mlp", "final"}
+
+
+def _mixer_side(m: Module) -> int:
+    """How much a norm's name says "before the mixer" rather than "before the FFN" (a tie-break only)."""
+    w = words(m.path) | {m.leaf}
+    return len(w & MIXER_SIDE) - len(w & FFN_SIDE)
+
+
 def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
     """Placement -> norm module, from how many [H] norms the layer has; names order them."""
     def rank(m: Module, order: list[str]) -> tuple:
@@ -216,8 +228,7 @@ def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
         return {"pre_mixer" if has_mixer or not has_ffn else "pre_ffn": vecs[0]}
     if n == 2:
         post = cfg.get("do_layer_norm_before") is False or cfg.get("apply_residual_connection_post_layernorm") is True
-        order = ["pre_mixer", "pre_ffn"]
-        a, b = sorted(vecs, key=lambda m: rank(m, order))
+        a, b = sorted(vecs, key=lambda m: (-_mixer_side(m), m.path))
         if bool(cfg.get("parallel_attn")) or cfg.get("use_parallel_residual") is True:
             out.parallel = True
         if post:

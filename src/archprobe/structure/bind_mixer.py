@@ -378,8 +378,8 @@ def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = N
     # q/k norms: per head [hd] or full [nh*hd] / [kvh*hd]
     norms = [v for v in vecs if v.shape[0] in {x for x in (hd, (nh or 0) * (hd or 0), (kvh or 0) * (hd or 0)) if x}]
     if len(norms) >= 2:
-        qn, kn = _by_words(norms, {"q_norm", "q", "query_layernorm", "q_layernorm", "query"},
-                           {"k_norm", "k", "key_layernorm", "k_layernorm", "key"})[:2]
+        qn, kn = _by_words(norms, {"q_norm", "q", "query_layernorm", "q_layernorm", "query", "wq", "wq_norm"},
+                           {"k_norm", "k", "key_layernorm", "k_layernorm", "key", "wk", "wk_norm"})[:2]
         if nh and kvh and nh != kvh and qn.shape[0] == (kvh or 0) * (hd or 0) and kn.shape[0] == nh * hd:
             qn, kn = kn, qn
         roles += [("q_norm", qn), ("k_norm", kn)]

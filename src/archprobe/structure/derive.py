@@ -20,7 +20,9 @@ from archprobe.structure.config import ConfigView
 from archprobe.structure.modules import Module, group_modules, words
 from archprobe.structure.tensors import TensorTable, build_table
 
-HEAD_WORDS = {"lm_head", "head", "output", "unembed", "embed_out"}
+HEAD_WORDS = {"lm_head", "head", "output", "unembed", "embed_out", "classifier", "logits"}
+EMBED_WORDS = {"embed", "embedding", "embeddings", "embed_tokens", "tok", "tok_embeddings", "wte", "token", "word",
+               "word_embeddings", "tokens"}
 
 
 class Derived:
@@ -85,7 +87,8 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
     vocab_like = [m for m in mats if V is None or m.shape[0] >= V]
     roles: dict[str, Module] = {}
     if vocab_like:
-        vocab_like.sort(key=lambda m: (bool(words(m.path) & HEAD_WORDS), m.path.count("."), m.path))
+        vocab_like.sort(key=lambda m: (2 if words(m.path) & HEAD_WORDS else 0 if words(m.path) & EMBED_WORDS else 1,
+                                       m.path.count("."), m.path))
         roles["embed"] = vocab_like[0]
         if len(vocab_like) > 1:
             roles["head"] = vocab_like[1]
@@ -180,6 +183,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         if isinstance(om, int) and not isinstance(om, bool) and om > 0:
             _set(card, "rope.original_max_position", om, "config:rope_scaling.original_max_position_embeddings")
         card.rope.scaling = {k: v for k, v in scaling.items() if isinstance(v, (int, float, str, bool))}
+    if isinstance(cfg.get("rope_interleave"), bool):
+        _set(card, "rope.interleaved", cfg.get("rope_interleave"), "config:rope_interleave")
     prf, where = cfg.first_float_at("partial_rotary_factor", "rotary_pct")
     _set(card, "rope.partial_rotary_factor", prf, f"config:{where}")
     eps = cfg.first_float("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps", "layernorm_epsilon")
@@ -200,7 +205,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         _set(card, "embed.pos_kind", "rope", "config:rope_theta")
     act, act_where = cfg.first_str_at("hidden_act", "hidden_activation", "activation_function", "mlp_hidden_act",
                                       "ffn_act_fn", "activation")
-    top_k, k_where = cfg.first_int_at("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k", "moe_k",
+    top_k, k_where = cfg.first_int_at("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "moe_topk", "top_k",
+                                      "moe_k",
                                       "num_selected_experts")
     scoring, s_where = cfg.first_str_at("scoring_func", "moe_router_activation_func", "router_activation",
                                         "score_function")
@@ -261,6 +267,11 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             for name in ("num_experts", "expert_width", "latent_size"):
                 if getattr(f, name) is not None:
                     card.origins.setdefault(f"{p}.ffn.{name}", "shape")
+        if m.layout.get("qkv_interleaved"):
+            card.origins[f"{p}.mixer.layout.qkv_interleaved"] = "default"
+        for place, norm in layer.norm.items():
+            if norm.offset:
+                card.origins[f"{p}.norm.{place}.offset"] = "default"
         if layer.parallel is None and cfg.default("parallel") and len(layer.norm) == 1:
             _set(card, f"{p}.parallel", True, "default")
     if n_where and card.num_layers is not None:
