@@ -205,7 +205,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         _set(card, "embed.pos_kind", "rope", "config:rope_theta")
     act, act_where = cfg.first_str_at("hidden_act", "hidden_activation", "activation_function", "mlp_hidden_act",
                                       "ffn_act_fn", "activation")
-    top_k, k_where = cfg.first_int_at("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "moe_topk", "top_k",
+    top_k, k_where = cfg.first_int_at("num_experts_per_tok", "num_experts_per_token", "experts_per_token", "moe_top_k",
+                                      "moe_topk", "top_k",
                                       "moe_k",
                                       "num_selected_experts")
     scoring, s_where = cfg.first_str_at("scoring_func", "moe_router_activation_func", "router_activation",

@@ -76,7 +76,18 @@ def group_modules(layer: dict[str, Entry]) -> dict[str, Module]:
             if tail and head + ".weight" in names:
                 mod(head).companions[tail] = e
                 continue
-        if leaf == "weight" and base:
+        stem = next((leaf[: -len(s)] for s in GROUPED_LEAVES if leaf.endswith(s) and len(leaf) > len(s)), None)
+        sibling = (f"{base}.{stem}" if base else stem) if stem else None
+        if stem and (any(f"{sibling}{s}" in names for s in GROUPED_LEAVES if not leaf.endswith(s))
+                     or sibling in names):
+            m = mod(sibling)
+            if leaf.endswith("_bias"):
+                m.bias, m.bias_leaf = e, leaf
+            elif e.role.metadata:
+                m.companions[leaf[len(stem) + 1:]] = e
+            else:
+                m.weight, m.weight_leaf = e, leaf[len(stem) + 1:]
+        elif leaf == "weight" and base:
             mod(base).weight = e
         elif leaf == "bias" and base:
             mod(base).bias = e
@@ -86,18 +97,6 @@ def group_modules(layer: dict[str, Entry]) -> dict[str, Module]:
             m = mod(base)
             m.weight, m.weight_leaf = e, leaf
         else:
-            stem = next((leaf[: -len(s)] for s in GROUPED_LEAVES if leaf.endswith(s) and len(leaf) > len(s)), None)
-            sibling = f"{base}.{stem}" if base and stem else stem
-            if stem and (any(f"{sibling}{s}" in names for s in GROUPED_LEAVES if not leaf.endswith(s))
-                         or sibling in names):
-                m = mod(sibling)
-                if leaf.endswith("_bias"):
-                    m.bias, m.bias_leaf = e, leaf
-                elif e.role.metadata:
-                    m.companions[leaf[len(stem) + 1:]] = e
-                else:
-                    m.weight, m.weight_leaf = e, leaf[len(stem) + 1:]
-                continue
             m = mod(rest)                       # a bare parameter: A_log, sinks, stacked experts.gate_up_proj
             if m.weight is None:
                 m.weight, m.weight_leaf = e, ""
