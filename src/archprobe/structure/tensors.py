@@ -131,9 +131,10 @@ def _layer_prefix(names: list[str]) -> str | None:
     return max(indices, key=lambda p: (len(indices[p]), hits[p]))
 
 
-def _is_mtp_layer(layer: dict[str, Entry], hidden: int | None) -> bool:
-    """DeepSeek-style MTP: a [H, 2H] matrix that joins the embedding and the previous hidden state."""
-    return bool(hidden) and any(len(e.shape) == 2 and e.shape == (hidden, 2 * hidden) for e in layer.values())
+def _is_mtp_layer(layer: dict[str, Entry], hidden: int | None, first: dict[str, Entry]) -> bool:
+    """DeepSeek-style MTP: a [H, 2H] matrix that joins the embedding and the previous hidden state, one
+    the regular layers do not have (an MLP's [H, 2H] down-projection is in every layer)."""
+    return bool(hidden) and any(e.shape == (hidden, 2 * hidden) and rest not in first for rest, e in layer.items())
 
 
 def build_table(tensors: list[TensorInfo], roles: dict[str, QuantRole], num_layers: int | None,
@@ -170,8 +171,9 @@ def build_table(tensors: list[TensorInfo], roles: dict[str, QuantRole], num_laye
         _refold(layer)
     if num_layers is not None and table.layers:
         extra = [i for i in table.layers if i >= num_layers]
+        first = next(iter(table.layers.values()))
         for i in extra:
-            if _is_mtp_layer(table.layers[i], hidden):
+            if _is_mtp_layer(table.layers[i], hidden, first):
                 table.mtp[i] = table.layers.pop(i)
         if len(table.layers) != num_layers:
             table.warnings.append(f"config says {num_layers} layers, the checkpoint has tensors for "

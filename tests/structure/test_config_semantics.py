@@ -1,0 +1,76 @@
+"""Every number the card takes from config.json is checked (an integer, positive, within sane bounds), the
+nesting is capped, and a layer count that disagrees with the tensors is a warning naming both counts:
+the card follows the tensors and never relabels layers as MTP because of the config alone."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from archprobe.errors import ArchprobeError
+from archprobe.formats.writer import write_safetensors
+from archprobe.structure.inspect import inspect_checkpoint
+
+H, V, L = 32, 64, 3
+
+
+def _write(folder, config: dict, layers: int = L, mtp: bool = False) -> str:
+    t = [("model.embed_tokens.weight", "F32", (V, H)), ("model.norm.weight", "F32", (H,))]
+    for i in range(layers + (1 if mtp else 0)):
+        p = f"model.layers.{i}."
+        t += [(p + "input_layernorm.weight", "F32", (H,)), (p + "post_attention_layernorm.weight", "F32", (H,)),
+              (p + "self_attn.q_proj.weight", "F32", (H, H)), (p + "self_attn.k_proj.weight", "F32", (16, H)),
+              (p + "self_attn.v_proj.weight", "F32", (16, H)), (p + "self_attn.o_proj.weight", "F32", (H, H)),
+              (p + "mlp.gate_proj.weight", "F32", (64, H)), (p + "mlp.up_proj.weight", "F32", (64, H)),
+              (p + "mlp.down_proj.weight", "F32", (H, 64))]
+        if mtp and i == layers:
+            t += [(p + "eh_proj.weight", "F32", (H, 2 * H)), (p + "enorm.weight", "F32", (H,)),
+                  (p + "hnorm.weight", "F32", (H,))]
+    write_safetensors(os.path.join(folder, "model.safetensors"), [(*e, None) for e in t])
+    base = {"model_type": "llama", "hidden_size": H, "vocab_size": V, "num_hidden_layers": L,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "rms_norm_eps": 1e-5}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({**base, **config}, f)
+    return str(folder)
+
+
+@pytest.mark.parametrize("key,value,words", [
+    ("num_hidden_layers", "3", "not an integer"), ("hidden_size", True, "not an integer"),
+    ("num_attention_heads", -4, "negative"), ("num_hidden_layers", 10**7, "sane bound"),
+    ("hidden_size", 10**9, "sane bound"), ("num_attention_heads", 4.5, "not an integer"),
+    ("rms_norm_eps", "tiny", "not a finite number"),
+])
+def test_bad_config_numbers_are_one_line_errors_naming_the_key(tmp_path, key, value, words):
+    src = _write(tmp_path, {key: value})
+    with pytest.raises(ArchprobeError, match=rf"{key}.*{words}") as info:
+        inspect_checkpoint(src)
+    assert "\n" not in info.value.message
+
+
+def test_config_nesting_is_capped(tmp_path):
+    deep: dict = {}
+    node = deep
+    for _ in range(40):
+        node["x"] = {}
+        node = node["x"]
+    src = _write(tmp_path, {"extra": deep})
+    with pytest.raises(ArchprobeError, match="nested deeper"):
+        inspect_checkpoint(src)
+
+
+@pytest.mark.parametrize("n", [0, 2, 5])
+def test_layer_count_mismatch_warns_and_follows_the_tensors(tmp_path, n):
+    doc = inspect_checkpoint(_write(tmp_path, {"num_hidden_layers": n}))
+    assert doc["architecture"]["num_layers"] == L and len(doc["layers"]) == L
+    assert "mtp" not in {f["id"] for f in doc["features"]}
+    if n:
+        assert any(f"config says {n} layers" in w and f"tensors for {L}" in w for w in doc["warnings"])
+
+
+def test_mtp_layer_is_set_aside_by_its_shapes(tmp_path):
+    doc = inspect_checkpoint(_write(tmp_path, {}, mtp=True))
+    assert doc["architecture"]["num_layers"] == L
+    assert "mtp" in {f["id"] for f in doc["features"]} and doc["unrecognized"] == []
+    assert not any("config says" in w for w in doc["warnings"])
