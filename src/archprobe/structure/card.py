@@ -285,7 +285,7 @@ class Card:
             parent[leaf] = value
         elif isinstance(parent, list):
             raise CardError(f"card field {path!r}: cannot replace a whole list element")
-        elif dataclasses.is_dataclass(parent) and leaf in {f.name for f in dataclasses.fields(parent)}:
+        elif dataclasses.is_dataclass(parent) and leaf in _names(type(parent)):
             setattr(parent, leaf, _coerce(parent, leaf, value, path))
         else:
             raise CardError(f"card field {path!r} does not exist")
@@ -401,12 +401,19 @@ def _step(obj: Any, part: str, path: str) -> Any:
     elif isinstance(obj, dict):
         if part in obj:
             return obj[part]
-    elif dataclasses.is_dataclass(obj) and part in {f.name for f in dataclasses.fields(obj)}:
+    elif dataclasses.is_dataclass(obj) and part in _names(type(obj)):
         return getattr(obj, part)
     raise CardError(f"card field {path!r} does not exist (at {part!r})")
 
 
 _HINTS: dict[type, dict] = {}
+_NAMES: dict[type, frozenset] = {}
+
+
+def _names(cls: type) -> frozenset:
+    if cls not in _NAMES:
+        _NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return _NAMES[cls]
 
 
 def _hints(cls: type) -> dict:
@@ -420,13 +427,18 @@ def _coerce(parent: Any, leaf: str, value: Any, path: str) -> Any:
     return _convert(hint, value, path)
 
 
+_PLAIN = (str, int, float, bool, type(None))
+
+
 def _to_plain(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj):
-        return {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, _PLAIN):
+        return obj
     if isinstance(obj, dict):
-        return {str(k): _to_plain(v) for k, v in obj.items()}
+        return {str(k): v if isinstance(v, _PLAIN) else _to_plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_to_plain(v) for v in obj]
+        return [v if isinstance(v, _PLAIN) else _to_plain(v) for v in obj]
+    if dataclasses.is_dataclass(obj):      # the card's classes hold nothing but their fields, in order
+        return {k: v if isinstance(v, _PLAIN) else _to_plain(v) for k, v in vars(obj).items()}
     return obj
 
 

@@ -108,21 +108,37 @@ def logical_shape(t: TensorInfo, role: QuantRole) -> tuple[int, ...]:
     return (*t.shape[:-1], per_row)
 
 
+_VISION_MEMO: dict[str, bool] = {}
+
+
 def _is_vision(name: str) -> bool:
-    low = name.lower()
-    return low.startswith(VISION_PREFIXES) or any(w in part for part in low.split(".")[:3] for w in VISION_WORDS)
+    """Set aside by the container's name (the first three path components), memoised per container."""
+    head = name.split(".", 3)[:3]
+    key = ".".join(head)
+    hit = _VISION_MEMO.get(key)
+    if hit is None:
+        low = key.lower()
+        hit = low.startswith(VISION_PREFIXES) or any(w in part for part in low.split(".") for w in VISION_WORDS)
+        if len(_VISION_MEMO) > 100_000:
+            _VISION_MEMO.clear()
+        _VISION_MEMO[key] = hit
+    return hit
 
 
 def _layer_prefix(names: list[str]) -> str | None:
     """The prefix whose numeric segment enumerates the most layers (ties: the most tensors)."""
     indices: dict[str, set] = {}
     hits: Counter = Counter()
+    mtp: dict[str, bool] = {}
     for n in names:
         m = _NUM.search(n)
         if m is None:
             continue
         prefix = n[: m.start(1)].rstrip(".")
-        if any(w in part for part in prefix.lower().split(".") for w in MTP_WORDS):
+        skip = mtp.get(prefix)
+        if skip is None:
+            skip = mtp[prefix] = any(w in part for part in prefix.lower().split(".") for w in MTP_WORDS)
+        if skip:
             continue
         indices.setdefault(prefix, set()).add(int(m.group(1)))
         hits[prefix] += 1
