@@ -26,14 +26,10 @@ from archprobe.structure.inspect import build_card, document  # noqa: E402
 from tests.support import zoo as Z  # noqa: E402
 
 KNOWN_GAPS = {
-    "dbrx": "experts stored flattened [E * I, H] per projection: no enumerated or stacked bank to find",
-    "diffllama": "differential attention's lambda_q/k vectors: no role for them yet",
     "falcon_h1": "Mamba-2 and attention side by side in one layer: the card has one mixer per layer",
-    "jamba": "Mamba-1 (x_proj, dt_proj, A_log [inner, N]) has no mixer kind yet",
     "jetmoe": "mixture of attention heads (experts inside the attention): no mixer kind",
     "longcat_flash": "two attention and two MLP blocks per layer plus zero experts: one mixer/FFN per layer",
     "minimax": "lightning attention (linear, fixed decay) layers have no mixer kind yet",
-    "olmo_hybrid": "Gated DeltaNet with separate q/k/v projections and unequal convs: read as KDA, part unbound",
     "recurrent_gemma": "RG-LRU recurrent blocks have no mixer kind",
     "zamba2": "the shared transformer block (input 2H, LoRA adapters) beside Mamba-2 layers: unbound",
 }

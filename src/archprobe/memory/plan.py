@@ -95,7 +95,7 @@ def _weights(doc: dict, weight_dtype: str | None) -> tuple[int, str]:
 def _per_layer(card, T: int, kv_b: float, act_b: float, state_b: float, engine: str | None):
     """(layer index, kind, bytes for one sequence) for every decoder layer, from the card's mixers."""
     pad = {"vllm": 16, "llamacpp": 256}.get(engine or "", 1)
-    known = {*KV_KINDS, "mla", "lowrank_kv", "kda", "gated_deltanet", "mamba2", "short_conv", "none"}
+    known = {*KV_KINDS, "mla", "lowrank_kv", "kda", "gated_deltanet", "mamba2", "mamba", "short_conv", "none"}
     odd = [f"{i} ({layer.mixer.kind})" for i, layer in enumerate(card.layers) if layer.mixer.kind not in known]
     if odd:
         raise MemoryPlanError(f"unknown layer type at layer(s) {', '.join(odd[:12])}"
@@ -127,6 +127,9 @@ def _per_layer(card, T: int, kv_b: float, act_b: float, state_b: float, engine: 
         elif kind == "mamba2":
             rows.append((i, "mamba2", mamba2_state(m.num_heads, m.head_dim, m.state_size, m.conv_dim,
                                                    m.conv_kernel or 4, state_b, act_b)))
+        elif kind == "mamba":      # Mamba-1: a [C, N] state per sequence + (kernel - 1) conv inputs
+            rows.append((i, "mamba", mamba2_state(1, m.conv_dim, m.state_size, m.conv_dim, m.conv_kernel or 4,
+                                                  state_b, act_b)))
         elif kind == "short_conv":
             rows.append((i, "short_conv", (m.conv_kernel - 1) * m.conv_dim * act_b))
         elif kind == "none":

@@ -50,8 +50,47 @@ def _bank_roles(bank: list[Module], X: int, transposed: bool) -> dict | None:
     return r
 
 
-def has_bank(mods: list[Module]) -> bool:
-    return bool(_banks(mods))
+def _flat_bank(mods: list[Module], H: int) -> tuple[list[Module], Module, int] | None:
+    """Experts stored flattened: two or more [E * I, H] matrices beside an [E, H] router (DBRX)."""
+    routers = [m for m in mods if len(m.shape) == 2 and m.shape[1] == H and 1 < m.shape[0] < H]
+    for r in sorted(routers, key=lambda m: m.shape[0]):
+        E = r.shape[0]
+        same: dict[tuple, list[Module]] = {}
+        for m in mods:
+            if m is not r and len(m.shape) == 2 and m.shape[1] == H and m.shape[0] % E == 0 and m.shape[0] > E:
+                same.setdefault(m.shape, []).append(m)
+        bank = max(same.values(), key=len, default=[])
+        if len(bank) >= 2:
+            return bank, r, E
+    return None
+
+
+def has_bank(mods: list[Module], H: int | None = None) -> bool:
+    return bool(_banks(mods)) or (H is not None and _flat_bank(mods, H) is not None)
+
+
+def bind_flat_moe(mods: list[Module], H: int) -> Bound | None:
+    found = _flat_bank(mods, H)
+    if found is None:
+        return None
+    bank, router, E = found
+    width = bank[0].shape[0] // E
+    down = next(iter(_by_names(bank, {"down", "w2", "wo", "fc2", "out"})), None)
+    rest_bank = [m for m in bank if m is not down]
+    gate, up = (sorted(rest_bank, key=lambda m: (not words(m.path) & {"gate", "w1", "wi_0"}, m.path)) + [None])[:2]
+    ffn = Ffn("moe", num_experts=E, expert_width=width, gated=up is not None,
+              router=Router(input="hidden", selection_bias=False),
+              layout={"experts": "flattened", "down_transposed": True})
+    ffn.evidence = [ev(bank[0], f"{E} routed experts flattened into [{E} x {width}, H] matrices"),
+                    ev(router, f"router [{E} experts, {H}]")]
+    ffn.confidence = 0.8
+    roles = {"router": router, "experts.gate": gate, "experts.up": up, "experts.down": down}
+    roles = {k: v for k, v in roles.items() if v is not None}
+    return Bound(ffn, roles, [m for m in mods if m not in roles.values()])
+
+
+def _by_names(mods: list[Module], wanted: set[str]) -> list[Module]:
+    return [m for m in mods if words(m.path) & wanted]
 
 
 def bind_dense(mods: list[Module], H: int, transposed_hint: bool | None = None) -> Bound | None:

@@ -12,7 +12,7 @@ a DenseFormer depth weight; leftover scalars or [H] gates named as such are gate
 
 from __future__ import annotations
 
-from archprobe.structure.bind_ffn import Bound, bind_dense, bind_moe, ev, has_bank
+from archprobe.structure.bind_ffn import Bound, bind_dense, bind_flat_moe, bind_moe, ev, has_bank
 from archprobe.structure.bind_mixer import bind_mixer, has_mixer_signature
 from archprobe.structure.card import Ffn, Layer, Mixer, Norm, Residual, Shared
 from archprobe.structure.modules import Module, group_modules, words
@@ -40,7 +40,7 @@ def _groups(mods: dict[str, Module]) -> dict[str, list[Module]]:
 
 
 def _classify(head: str, group: list[Module], H: int, cfg) -> str:
-    if has_bank(group):
+    if has_bank(group) or (words(head) & FFN_WORDS and has_bank(group, H)):
         return "ffn"
     if has_mixer_signature(group, H):
         return "mixer"
@@ -102,10 +102,11 @@ def bind_layer(index: int, layer: dict, H: int, cfg, notes: list[str]) -> tuple[
                 bound.roles = {f"shared.{r}": m for r, m in bound.roles.items()}
                 prefix = "ffn."
         elif kind == "ffn" and not ffn_done:
-            bound = bind_moe(group, H) if has_bank(group) else bind_dense(
+            bound = bind_moe(group, H) if has_bank(group) else (
+                bind_flat_moe(group, H) if has_bank(group, H) else None) or bind_dense(
                 [m for m in group if len(m.shape) == 2], H, cfg.default("conv1d_transposed"))
             if bound is not None:
-                if not has_bank(group):
+                if bound.part.kind == "dense":
                     bound.leftover += [m for m in group if len(m.shape) != 2]
                 out.ffn, ffn_done = bound.part, True
                 prefix = "ffn."
@@ -118,8 +119,8 @@ def bind_layer(index: int, layer: dict, H: int, cfg, notes: list[str]) -> tuple[
             role = _part_extra(bound.part, m, prefix, H)
             if role is not None and role not in roles:
                 roles[role] = m
-            elif head == "<root>" and (len(m.shape) <= 1 or m.shape == (1, H)):
-                loose.append(m)
+            elif (head == "<root>" and (len(m.shape) <= 1 or m.shape == (1, H))) or m.shape == (H,):
+                loose.append(m)       # a norm kept inside the mixer's container (DBRX's norm_attn_norm)
             else:
                 unexplained.append(m)
     if out.mixer.kind == "none" and out.ffn.kind == "none" and unexplained:

@@ -55,6 +55,8 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
     mats = [m for m in pool if len(m.shape) == 2 and m not in vecs]
     K = convs[0].shape[-1]
     out_words = {"o", "out", "out_proj", "o_proj", "wo", "dense"}
+    if len(convs) >= 3 and not any(vec_len(v) == convs[0].shape[0] for v in vecs):
+        return _gdn_split(pool, convs, vecs, mats, H, cfg)
     if len(convs) >= 3:
         D = convs[0].shape[0]
         writer = next(iter(_by_words([m for m in mats if m.shape == (H, D)], out_words)[::-1]), None)
@@ -67,6 +69,10 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
         iter(_by_words([m for m in mats if m.shape == (H, H)], out_words)), None)
     conv = convs[0]
     C = conv.shape[0]
+    a_grid = next((m for m in mats if m.shape[0] == C and m.shape[1] <= 256 and m is not writer
+                   and not any(r.shape == (m.shape[1], C) for r in mats)), None)
+    if a_grid is not None and any(vec_len(v) == C for v in vecs):
+        return _mamba1(pool, conv, a_grid, vecs, mats, writer, H)
     sizes: dict[int, list[Module]] = {}
     for v in vecs:
         sizes.setdefault(vec_len(v), []).append(v)
@@ -132,6 +138,74 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
     else:
         return None
     b.part.confidence = 0.85
+    b.leftover = pool
+    return b
+
+
+def _mamba1(pool, conv, a_grid, vecs, mats, writer, H) -> Bound:
+    """Mamba (v1, Jamba): A_log [C, N], D [C], x_proj [dt_rank + 2N, C], dt_proj [C, dt_rank] (+ bias)."""
+    C, N = a_grid.shape
+    d = next(v for v in vecs if vec_len(v) == C)
+    x_proj = next((m for m in mats if m.shape[1] == C and m.shape[0] > 2 * N and m is not writer), None)
+    r = x_proj.shape[0] - 2 * N if x_proj is not None else None
+    dt_proj = next((m for m in mats if m.shape == (C, r)), None) if r else None
+    in_proj = next((m for m in mats if m.shape[1] == H and m.shape[0] in (C, 2 * C)), None)
+    mixer = Mixer("mamba", conv_dim=C, conv_kernel=conv.shape[-1], state_size=N, head_dim=C, num_heads=1)
+    mixer.evidence = [ev(a_grid, f"A_log [{C}, {N}]: a diagonal state of {N} per channel (Mamba-1)"),
+                      ev(conv, f"depthwise conv [{C}, 1, {conv.shape[-1]}]")]
+    b = Bound(mixer)
+    roles = [("in_proj", in_proj), ("conv1d", conv), ("x_proj", x_proj), ("dt_proj", dt_proj), ("A_log", a_grid),
+             ("D", d), ("out_proj", writer)]
+    small = [v for v in vecs if v is not d and vec_len(v) in (N, r)]       # Jamba's dt / B / C layernorms
+    for v in _by_words([v for v in small if vec_len(v) == r], {"dt", "dt_layernorm"})[:1]:
+        roles.append(("dt_norm", v))
+    bc = _by_words([v for v in small if vec_len(v) == N], {"b", "b_layernorm"}, {"c", "c_layernorm"})
+    roles += list(zip(("b_norm", "c_norm"), bc, strict=False))
+    for role, m in roles:
+        if _take(pool, m) is not None:
+            b.roles[role] = m
+    mixer.confidence = 0.85
+    b.leftover = pool
+    return b
+
+
+def _gdn_split(pool, convs, vecs, mats, H, cfg) -> Bound | None:
+    """Gated DeltaNet with separate q/k/v projections and convs and per-head a/b projections (OLMo-hybrid)."""
+    sizes: dict[int, list[Module]] = {}
+    for v in vecs:
+        sizes.setdefault(vec_len(v), []).append(v)
+    pair = next((v for n, v in sorted(sizes.items()) if len(v) >= 2), None)
+    if pair is None:
+        return None
+    nv = vec_len(pair[0])
+    a_log, dt = _by_words(pair[:2], {"a_log", "a"}, {"dt_bias", "dt"})
+    writer = next((m for m in _by_words([m for m in mats if m.shape[0] == H], {"o", "o_proj", "out_proj", "wo"})),
+                  None)
+    vd_total = writer.shape[1] if writer is not None else None
+    heads_in = [m for m in mats if m.shape == (nv, H)]
+    a_p, b_p = (_by_words(heads_in, {"a", "a_proj"}, {"b", "b_proj"}) + [None, None])[:2]
+    readers = [m for m in mats if m.shape[1] == H and m is not writer and m not in heads_in]
+    wide = [m for m in readers if m.shape[0] == vd_total]
+    v, g = (_by_words(wide, {"v", "v_proj"}, {"g", "g_proj", "gate"}) + [None, None])[:2]
+    qk = [m for m in readers if m not in wide]
+    q, k = (_by_words(qk, {"q", "q_proj"}, {"k", "k_proj"}) + [None, None])[:2]
+    vd = vd_total // nv if vd_total and nv else None
+    nk = cfg.first_int("linear_num_key_heads") or nv
+    dk = (q.shape[0] // nk) if q is not None and nk else None
+    o_norm = next((m for m in vecs if vec_len(m) == vd and m not in pair), None)
+    qc, kc, vc = (_by_words(convs, {"q", "q_conv1d"}, {"k", "k_conv1d"}, {"v", "v_conv1d"}) + [None] * 3)[:3]
+    mixer = Mixer("gated_deltanet", num_heads=nv, head_dim=dk, value_head_dim=vd,
+                  conv_dim=sum(c.shape[0] for c in convs), conv_kernel=convs[0].shape[-1],
+                  output_gate="full_rank" if g is not None else None)
+    mixer.evidence = [ev(dt, f"per-head decay vectors ({nv}): a scalar decay per head (gated delta rule)"),
+                      ev(convs[0], "depthwise convs on q, k, v")]
+    b = Bound(mixer)
+    for role, m in (("q", q), ("k", k), ("v", v), ("g", g), ("a", a_p), ("b", b_p), ("A_log", a_log),
+                    ("dt_bias", dt), ("o_norm", o_norm), ("o", writer), ("q_conv", qc), ("k_conv", kc),
+                    ("v_conv", vc)):
+        if _take(pool, m) is not None:
+            b.roles[role] = m
+    mixer.confidence = 0.8
     b.leftover = pool
     return b
 
@@ -377,6 +451,11 @@ def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = N
     mixer.bias = {r: (m.bias is not None) for r, m in roles if m is not None}
     # q/k norms: per head [hd] or full [nh*hd] / [kvh*hd]
     norms = [v for v in vecs if v.shape[0] in {x for x in (hd, (nh or 0) * (hd or 0), (kvh or 0) * (hd or 0)) if x}]
+    if len(norms) == 4 and all(v.shape == (hd,) for v in norms) and all(v.bias is None for v in norms):
+        # differential attention: lambda_q1, lambda_k1, lambda_q2, lambda_k2 re-weight two softmax maps
+        roles += [(f"lambda.{v.leaf}", v) for v in sorted(norms, key=lambda v: v.path)]
+        mixer.layout["differential"] = True
+        norms = []
     if len(norms) >= 2:
         qn, kn = _by_words(norms, {"q_norm", "q", "query_layernorm", "q_layernorm", "query", "wq", "wq_norm"},
                            {"k_norm", "k", "key_layernorm", "k_layernorm", "key", "wk", "wk_norm"})[:2]

@@ -28,7 +28,8 @@ Card (model level)
 
 Layer
   index, parallel (attention and FFN read the same normalised input: GPT-J / Falcon / Cohere blocks)
-  mixer: Mixer  kind: `gqa` `mha` `mqa` `mla` `lowrank_kv` `kda` `gated_deltanet` `mamba2` `none` `unknown`
+  mixer: Mixer  kind: `gqa` `mha` `mqa` `mla` `lowrank_kv` `kda` `gated_deltanet` `mamba2` `mamba` (v1)
+                `short_conv` `none` `unknown`
                 softmax attention: num_heads, num_kv_heads, head_dim, v_head_dim, bias {q,k,v,o: bool},
                 fused_qkv, qk_norm (`per_head` / `full` / None), sliding_window, sinks, logit_soft_cap,
                 output_gate (`sigmoid_g_proj` / `fused_in_q_proj` / `full_rank` / `low_rank` / None),
@@ -230,6 +231,8 @@ REQUIRED_MIXER = {
     "kda": ("num_heads", "head_dim"),
     "gated_deltanet": ("num_heads", "head_dim", "conv_dim"),
     "mamba2": ("num_heads", "head_dim", "state_size", "conv_dim"),
+    "mamba": ("state_size", "conv_dim"),
+    "short_conv": ("conv_dim", "conv_kernel"),
 }
 REQUIRED_FFN = {"moe": ("num_experts", "top_k"), "latent_moe": ("num_experts", "top_k", "latent_size")}
 
