@@ -108,36 +108,43 @@ def _per_layer(card, T: int, kv_b: float, act_b: float, state_b: float, engine: 
                               hint="archprobe card SOURCE -o card.yaml, fill them in, then --card card.yaml")
     rows = []
     for i, layer in enumerate(card.layers):
-        m = layer.mixer
-        kind = m.kind
-        if kind in KV_KINDS:
-            window = m.sliding_window
-            t = min(T, window) if window else T
-            label = "sliding_window" if window else kind
-            rows.append((i, label, kv_cache(math.ceil(t / pad) * pad, m.num_kv_heads, m.head_dim, kv_b)))
-        elif kind in ("mla", "lowrank_kv"):
-            index_dim = (m.indexer or {}).get("index_dim") or 0
-            rows.append((i, kind, mla_cache(math.ceil(T / pad) * pad, m.cache_width_per_token, kv_b, index_dim)))
-        elif kind == "kda":
-            h, d = m.num_heads, m.head_dim
-            rows.append((i, "kda", linear_state(h, d, d, 3 * h * d, m.conv_kernel or 4, state_b, act_b)))
-        elif kind == "gated_deltanet":
-            rows.append((i, "gated_deltanet", linear_state(m.num_heads, m.head_dim, m.value_head_dim or m.head_dim,
-                                                           m.conv_dim, m.conv_kernel or 4, state_b, act_b)))
-        elif kind == "mamba2":
-            rows.append((i, "mamba2", mamba2_state(m.num_heads, m.head_dim, m.state_size, m.conv_dim,
-                                                   m.conv_kernel or 4, state_b, act_b)))
-        elif kind == "mamba":      # Mamba-1: a [C, N] state per sequence + (kernel - 1) conv inputs
-            rows.append((i, "mamba", mamba2_state(1, m.conv_dim, m.state_size, m.conv_dim, m.conv_kernel or 4,
-                                                  state_b, act_b)))
-        elif kind == "short_conv":
-            rows.append((i, "short_conv", (m.conv_kernel - 1) * m.conv_dim * act_b))
-        elif kind == "none":
-            rows.append((i, "none", 0))
-        else:
-            raise MemoryPlanError(f"unknown layer type at layer {i} ({kind}): no cache formula",
-                                  hint="archprobe card SOURCE shows what the shapes said for this layer")
+        rows.append(_mixer_row(i, layer.mixer, T, pad, kv_b, act_b, state_b))
+    for i, layer in enumerate(card.layers):       # a second mixer beside the first keeps its own state
+        if layer.parallel_mixer is not None:
+            rows.append(_mixer_row(i, layer.parallel_mixer, T, pad, kv_b, act_b, state_b))
     return rows
+
+
+def _mixer_row(i: int, m, T: int, pad: int, kv_b: float, act_b: float, state_b: float):
+    """(layer index, kind, bytes for one sequence) of one mixer."""
+    kind = m.kind
+    if kind in KV_KINDS:
+        window = m.sliding_window
+        t = min(T, window) if window else T
+        label = "sliding_window" if window else kind
+        return (i, label, kv_cache(math.ceil(t / pad) * pad, m.num_kv_heads, m.head_dim, kv_b))
+    elif kind in ("mla", "lowrank_kv"):
+        index_dim = (m.indexer or {}).get("index_dim") or 0
+        return (i, kind, mla_cache(math.ceil(T / pad) * pad, m.cache_width_per_token, kv_b, index_dim))
+    elif kind == "kda":
+        h, d = m.num_heads, m.head_dim
+        return (i, "kda", linear_state(h, d, d, 3 * h * d, m.conv_kernel or 4, state_b, act_b))
+    elif kind == "gated_deltanet":
+        return (i, "gated_deltanet", linear_state(m.num_heads, m.head_dim, m.value_head_dim or m.head_dim,
+                                                  m.conv_dim, m.conv_kernel or 4, state_b, act_b))
+    elif kind == "mamba2":
+        return (i, "mamba2", mamba2_state(m.num_heads, m.head_dim, m.state_size, m.conv_dim,
+                                          m.conv_kernel or 4, state_b, act_b))
+    elif kind == "mamba":      # Mamba-1: a [C, N] state per sequence + (kernel - 1) conv inputs
+        return (i, "mamba", mamba2_state(1, m.conv_dim, m.state_size, m.conv_dim, m.conv_kernel or 4,
+                                         state_b, act_b))
+    elif kind == "short_conv":
+        return (i, "short_conv", (m.conv_kernel - 1) * m.conv_dim * act_b)
+    elif kind == "none":
+        return (i, "none", 0)
+    else:
+        raise MemoryPlanError(f"unknown layer type at layer {i} ({kind}): no cache formula",
+                              hint="archprobe card SOURCE shows what the shapes said for this layer")
 
 
 def _activations(doc: dict, card, chunk: int, T: int, batch: int, act_b: float,

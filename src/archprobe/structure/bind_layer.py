@@ -86,7 +86,12 @@ def bind_layer(index: int, layer: dict, H: int, cfg, notes: list[str]) -> tuple[
     for head, group in groups.items():
         kind = kinds[head]
         bound: Bound | None = None
-        if kind == "mixer" and not mixer_done:
+        if kind == "mixer" and mixer_done and out.parallel_mixer is None:
+            bound = bind_mixer(group, H, cfg)           # a second mixer on the same input (Falcon-H1)
+            if bound is not None:
+                out.parallel_mixer = bound.part
+                prefix = "parallel_mixer."
+        elif kind == "mixer" and not mixer_done:
             bound = bind_mixer(group, H, cfg)
             if bound is not None:
                 out.mixer, mixer_done = bound.part, True

@@ -27,7 +27,9 @@ Card (model level)
   warnings: list[str]
 
 Layer
-  index, parallel (attention and FFN read the same normalised input: GPT-J / Falcon / Cohere blocks)
+  index, parallel (attention and FFN read the same normalised input: GPT-J / Falcon / Cohere blocks),
+  parallel_mixer (a second Mixer beside the first, both reading the same input: Falcon-H1's attention
+  next to its Mamba-2; roles `layers.{i}.parallel_mixer.*`; None for almost every model)
   mixer: Mixer  kind: `gqa` `mha` `mqa` `mla` `lowrank_kv` `kda` `gated_deltanet` `mamba2` `mamba` (v1)
                 `short_conv` `none` `unknown`
                 softmax attention: num_heads, num_kv_heads, head_dim, v_head_dim, bias {q,k,v,o: bool},
@@ -220,6 +222,7 @@ class Layer:
     norm: dict[str, Norm] = field(default_factory=dict)
     residual: Residual = field(default_factory=Residual)
     parallel: bool | None = None
+    parallel_mixer: Mixer | None = None      # a second mixer beside the first on the same input (Falcon-H1)
 
 
 # The fields the math needs, per part kind: None there is `unknown` (memory/validate refuse it).
@@ -313,6 +316,10 @@ class Card:
             for name in REQUIRED_MIXER.get(layer.mixer.kind, ()):
                 if getattr(layer.mixer, name) is None:
                     out.append(f"layers.{i}.mixer.{name}")
+            if layer.parallel_mixer is not None:
+                for name in REQUIRED_MIXER.get(layer.parallel_mixer.kind, ()):
+                    if getattr(layer.parallel_mixer, name) is None:
+                        out.append(f"layers.{i}.parallel_mixer.{name}")
             if layer.mixer.kind == "unknown":
                 out.append(f"layers.{i}.mixer.kind")
             for name in REQUIRED_FFN.get(layer.ffn.kind, ()):

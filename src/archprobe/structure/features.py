@@ -76,6 +76,10 @@ def features(card: Card, table=None) -> list[dict]:
         fid = MIXER_IDS.get(m.kind)
         if fid:
             fs.add(fid, i, _mixer_attrs(m, H), m.evidence, m.confidence)
+        pm = layer.parallel_mixer
+        if pm is not None and MIXER_IDS.get(pm.kind):
+            fs.add(MIXER_IDS[pm.kind], i, _mixer_attrs(pm, H), pm.evidence, pm.confidence)
+            fs.add("mixer.parallel", i, {"kinds": [m.kind, pm.kind]}, pm.evidence[:1], pm.confidence)
         if m.kind == "mla":
             fs.add("attention.kv_compression", i,
                    {"ratio": round(m.cache_width_per_token / H, 4) if H and m.cache_width_per_token else None},

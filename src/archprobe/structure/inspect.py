@@ -74,7 +74,8 @@ def document(raw: RawCheckpoint, d: Derived) -> dict:
         "ffns": dict(Counter(layer.ffn.kind for layer in card.layers)),
     }
     layers = [{"index": i, "mixer": layer.mixer.kind, "ffn": layer.ffn.kind,
-               "residual": layer.residual.kind if layer.residual.kind != "identity" else "prenorm"}
+               "residual": layer.residual.kind if layer.residual.kind != "identity" else "prenorm",
+               **({"parallel_mixer": layer.parallel_mixer.kind} if layer.parallel_mixer is not None else {})}
               for i, layer in enumerate(card.layers)]
     dtypes: dict[str, int] = {}
     for t in tensors:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from archprobe.structure.modules import Module, words
 
 WRITER_WORDS = {"down", "w2", "fc2", "out", "o", "wo", "dense_4h_to_h", "fc_out", "proj_out", "c_proj", "output",
-                "dense", "out_proj", "o_proj", "down_proj"}
+                "dense", "out_proj", "o_proj", "down_proj", "linear_proj", "attn_out", "linear_fc2"}
 GATE_WORDS = {"gate", "w1", "wi_0", "gate_proj", "fc1", "c_fc", "fc_in"}
 UP_WORDS = {"up", "w3", "wi_1", "up_proj", "v1"}
 
