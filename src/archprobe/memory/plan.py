@@ -95,7 +95,8 @@ def _weights(doc: dict, weight_dtype: str | None) -> tuple[int, str]:
 def _per_layer(card, T: int, kv_b: float, act_b: float, state_b: float, engine: str | None):
     """(layer index, kind, bytes for one sequence) for every decoder layer, from the card's mixers."""
     pad = {"vllm": 16, "llamacpp": 256}.get(engine or "", 1)
-    known = {*KV_KINDS, "mla", "lowrank_kv", "kda", "gated_deltanet", "mamba2", "mamba", "short_conv", "none"}
+    known = {*KV_KINDS, "mla", "lowrank_kv", "kda", "gated_deltanet", "mamba2", "mamba", "short_conv", "lightning",
+             "none"}
     odd = [f"{i} ({layer.mixer.kind})" for i, layer in enumerate(card.layers) if layer.mixer.kind not in known]
     if odd:
         raise MemoryPlanError(f"unknown layer type at layer(s) {', '.join(odd[:12])}"
@@ -138,6 +139,8 @@ def _mixer_row(i: int, m, T: int, pad: int, kv_b: float, act_b: float, state_b: 
     elif kind == "mamba":      # Mamba-1: a [C, N] state per sequence + (kernel - 1) conv inputs
         return (i, "mamba", mamba2_state(1, m.conv_dim, m.state_size, m.conv_dim, m.conv_kernel or 4,
                                          state_b, act_b))
+    elif kind == "lightning":   # a [heads, hd, hd] state, no convolution
+        return (i, "lightning", linear_state(m.num_heads, m.head_dim, m.head_dim, 0, 1, state_b, act_b))
     elif kind == "short_conv":
         return (i, "short_conv", (m.conv_kernel - 1) * m.conv_dim * act_b)
     elif kind == "none":

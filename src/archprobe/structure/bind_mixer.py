@@ -42,10 +42,10 @@ def _take(pool: list[Module], m: Module | None) -> Module | None:
 
 
 def bind_mixer(mods: list[Module], H: int, cfg) -> Bound | None:
-    convs = [m for m in mods if len(m.shape) == 3 and m.shape[1] == 1 and m.shape[0] > 1]
+    convs = [m for m in mods if len(m.shape) == 3 and m.shape[1] == 1 and m.shape[0] > 1 and m.shape[2] > 1]
     if convs:
         return _linear(mods, convs, H, cfg)
-    return _mla(mods, H, cfg) or _attention(mods, H, cfg)
+    return _mla(mods, H, cfg) or _lightning(mods, H, cfg) or _attention(mods, H, cfg)
 
 
 # --- linear attention / SSM ----------------------------------------------------------------------------
@@ -230,6 +230,9 @@ def _kda(pool, convs, vecs, mats, writer, H, cfg) -> Bound:
     pairs.sort(key=lambda p: (not words(p[0].path) & {"f", "f_a", "f_a_proj"}, p[0].path))
     f_pair = pairs[0] if pairs else None
     g_pair = pairs[1] if len(pairs) > 1 and gate is None else None
+    f_full = None
+    if f_pair is None and gate is not None and len(readers) >= 4:   # a full-rank decay projection (Bailing)
+        f_full = next((m for m in readers if m not in (q, k, v)), None)
     paired = {id(p[0]) for p in pairs}
     beta = next((m for m in sorted(small, key=lambda m: m.shape[0]) if id(m) not in paired and D % m.shape[0] == 0),
                 None)
@@ -253,7 +256,7 @@ def _kda(pool, convs, vecs, mats, writer, H, cfg) -> Bound:
     if beta is not None:
         m.evidence.append(ev(beta, f"write-strength (beta) projection [{beta.shape[0]}, H]"))
     roles = [("q", q), ("k", k), ("v", v), ("g", gate), ("b", beta), ("dt_bias", dt), ("A_log", a_log),
-             ("o_norm", o_norm), ("o", writer)]
+             ("o_norm", o_norm), ("o", writer), ("f", f_full)]
     roles += list(zip(("q_conv", "k_conv", "v_conv"), qkv_convs, strict=False))
     if f_pair:
         roles += [("f_a", f_pair[0]), ("f_b", f_pair[1])]
@@ -267,10 +270,41 @@ def _kda(pool, convs, vecs, mats, writer, H, cfg) -> Bound:
     return b
 
 
+def _lightning(mods: list[Module], H: int, cfg) -> Bound | None:
+    """Linear attention with a fixed per-head decay (MiniMax's lightning attention): a [heads, 1, 1] slope
+    rate beside a fused qkv; the precomputed decay buffers ([heads, block, 1], [1, heads, block, block])."""
+    rate = next((m for m in mods if len(m.shape) == 3 and m.shape[1:] == (1, 1) and m.shape[0] > 1), None)
+    if rate is None:
+        return None
+    nh = rate.shape[0]
+    mats = [m for m in mods if len(m.shape) == 2]
+    writer = next(iter(_by_words([m for m in mats if m.shape[0] == H], {"o", "o_proj", "out_proj", "out"})), None)
+    if writer is None or writer.shape[1] % nh:
+        return None
+    inner = writer.shape[1]
+    qkv = next((m for m in mats if m.shape == (3 * inner, H)), None)
+    gate = next((m for m in mats if m.shape == (inner, H) and m is not writer), None)
+    norm = next((m for m in mods if m.shape == (inner,)), None)
+    buffers = [m for m in mods if m is not rate and len(m.shape) >= 3 and nh in m.shape]
+    mixer = Mixer("lightning", num_heads=nh, head_dim=inner // nh, fused_qkv=qkv is not None,
+                  output_gate="sigmoid_g_proj" if gate is not None else None)
+    mixer.evidence = [ev(rate, f"per-head decay rate [{nh}, 1, 1]: linear attention with a fixed decay"),
+                      ev(writer, f"output projection [H, {inner}]")]
+    b = Bound(mixer)
+    pool = list(mods)
+    for role, m in [("qkv", qkv), ("o", writer), ("g", gate), ("norm", norm), ("slope_rate", rate),
+                    *[(f"decay.{m.leaf}", m) for m in buffers]]:
+        if _take(pool, m) is not None:
+            b.roles[role] = m
+    mixer.confidence = 0.8
+    b.leftover = pool
+    return b
+
+
 # --- MLA ---------------------------------------------------------------------------------------------------
 def _mla(mods: list[Module], H: int, cfg) -> Bound | None:
     mats = [m for m in mods if len(m.shape) == 2 and "indexer" not in words(m.path)]
-    vecs = [m for m in mods if len(m.shape) == 1]
+    vecs = [m for m in mods if len(m.shape) == 1 and "indexer" not in words(m.path)]
     kvs, qs = [], []
     for down in mats:
         w, inp = down.shape
@@ -512,7 +546,7 @@ def _gates_and_indexer(b: Bound, pool: list[Module], H: int, nh: int | None, o: 
 
 def has_mixer_signature(mods: list[Module], H: int) -> bool:
     """Convs, a rank bottleneck, or three or more readers of H: a mixer (an MLP has at most two)."""
-    if any(len(m.shape) == 3 and m.shape[1] == 1 for m in mods):
+    if any(len(m.shape) == 3 and m.shape[1] == 1 and m.shape[2] > 1 for m in mods):
         return True
     mats = [m for m in mods if mat(m) is not None and len(m.shape) == 2]
     for transposed in (False, True):

@@ -75,6 +75,9 @@ def derive(raw: RawCheckpoint) -> Derived:
                       "mtp": [e.name for layer in table.mtp.values() for e in layer.values()]}
     _from_config(card, cfg, n_where)
     card.quantization = summarize(tensors, qroles)
+    accounted = set(card.tensors.values()) | set(card.unexplained) | set(card.set_aside["vision"]) | set(
+        card.set_aside["mtp"])
+    card.unexplained += [e.name for e in table.all_entries() if e.name not in accounted]   # never drop one
     return Derived(card, table, cfg, tensors, qroles, layer_modules)
 
 
@@ -84,7 +87,7 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
     mats = [m for m in mods.values() if len(m.shape) == 2 and m.shape[1] == H and m.shape[0] > 1]
     if V is None and mats:
         V = max(m.shape[0] for m in mats)
-    vocab_like = [m for m in mats if V is None or m.shape[0] >= V]
+    vocab_like = [m for m in mats if V is None or V <= m.shape[0] <= V + 128 + V // 50]   # padded vocab
     roles: dict[str, Module] = {}
     if vocab_like:
         vocab_like.sort(key=lambda m: (2 if words(m.path) & HEAD_WORDS else 0 if words(m.path) & EMBED_WORDS else 1,
@@ -128,9 +131,14 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
         roles["final_norm"] = final[-1]
         if emb_norm and emb_norm[0] is not final[-1]:
             roles["embed_norm"] = emb_norm[0]
+    if "head" not in roles:       # a tied head may still carry its own bias (CTRL)
+        hb = next((m for m in mods.values() if m.weight is not None and m.weight.shape == (card.vocab_size,)
+                   and m.path.count(".") == 0 and words(m.path) & HEAD_WORDS), None)
+        if hb is not None:
+            roles["head.bias"] = hb
     for role, m in roles.items():
         for suffix, e in m.entries():
-            card.tensors[f"{role}{suffix}"] = e.name
+            card.tensors[f"{role}{suffix}" if role != "head.bias" else role] = e.name
     used = set(map(id, roles.values()))
     for m in mods.values():
         if id(m) not in used:

@@ -10,7 +10,7 @@ from archprobe.structure.card import Card
 MIXER_IDS = {"kda": "linear_attention.kda", "gated_deltanet": "linear_attention.gated_deltanet",
              "mamba2": "ssm.mamba2", "mla": "attention.mla", "gqa": "attention.gqa", "mha": "attention.mha",
              "mqa": "attention.mqa", "lowrank_kv": "attention.kv_compression", "short_conv": "conv.short",
-             "mamba": "ssm.mamba"}
+             "mamba": "ssm.mamba", "lightning": "linear_attention.lightning"}
 ATTENTION = ("gqa", "mha", "mqa", "mla", "lowrank_kv")
 
 
@@ -61,6 +61,8 @@ def _mixer_attrs(m, H: int | None) -> dict:
     if m.kind == "mamba2":
         return {"num_heads": m.num_heads, "head_dim": m.head_dim, "state_size": m.state_size, "n_groups": m.n_groups,
                 "conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel}
+    if m.kind == "lightning":
+        return {"num_heads": m.num_heads, "head_dim": m.head_dim}
     if m.kind == "mamba":
         return {"state_size": m.state_size, "conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel}
     if m.kind == "short_conv":
