@@ -57,26 +57,31 @@ def blocked_ancestor(path: str):
     return None
 
 
-def expose(paths: list[str], stage: str) -> None:
-    """Let the unprivileged uid reach the interpreter (e.g. under a 0700 /root): a fresh tmpfs over the
-    blocked folder holding only the needed entries, bound from the original; the rest stays hidden."""
-    wanted: dict[str, set[str]] = {}
-    for p in paths:
-        hit = blocked_ancestor(os.path.realpath(p))
-        if hit:
-            wanted.setdefault(hit[0], set()).add(hit[1])
-    for folder, names in wanted.items():
-        if mount(folder, stage, None, MS_BIND | MS_REC):
-            continue
-        mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
-        for name in names:
-            src, dst = os.path.join(stage, name), os.path.join(folder, name)
-            if os.path.isdir(src):
-                os.mkdir(dst)
-            else:
-                open(dst, "w").close()
-            mount(src, dst, None, MS_BIND | MS_REC)
-        libc.umount2(stage.encode(), 2)   # MNT_DETACH
+def expose(paths: list[str]) -> None:
+    """Let the unprivileged uid reach the interpreter and its workspace when they sit under a folder
+    others may not enter (a 0700 /root or TMPDIR): a fresh tmpfs over that folder holds only the
+    needed entries, bound from the original (reached through an O_PATH descriptor); the rest is hidden."""
+    for _ in range(8):                 # nested blocked folders are opened one level per round
+        wanted: dict[str, set[str]] = {}
+        for p in paths:
+            hit = blocked_ancestor(os.path.realpath(p))
+            if hit:
+                wanted.setdefault(hit[0], set()).add(hit[1])
+        if not wanted:
+            return
+        for folder, names in sorted(wanted.items()):
+            fd = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+            if mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755"):
+                os.close(fd)
+                return
+            for name in names:
+                src, dst = f"/proc/self/fd/{fd}/{name}", os.path.join(folder, name)
+                if os.path.isdir(src):
+                    os.mkdir(dst, 0o755)
+                else:
+                    open(dst, "w").close()
+                mount(src, dst, None, MS_BIND | MS_REC)
+            os.close(fd)
 
 
 def lock_filesystem(cfg: dict) -> int:
@@ -84,7 +89,7 @@ def lock_filesystem(cfg: dict) -> int:
     ws, tmp = cfg["workspace"], cfg["tmp"]
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     if cfg.get("uid") is not None:
-        expose(cfg.get("expose", []), cfg["stage"])
+        expose(cfg.get("expose", []))
     if mount(ws, ws, None, MS_BIND | MS_REC):
         raise SystemExit("sandbox: cannot bind the workspace")
     if mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, f"size={cfg['tmp_bytes']},mode=1777"):

@@ -110,7 +110,6 @@ def prepare(attempt_dir: Path, workspace: Path) -> int | None:
     mode, _ = probe()
     attempt_dir.chmod(0o711)
     (attempt_dir / "tmp").mkdir(mode=0o777, exist_ok=True)
-    (attempt_dir / "stage").mkdir(mode=0o700, exist_ok=True)
     if mode != "namespaces":
         return None
     uid = _next_uid()
@@ -136,8 +135,9 @@ def run_sandboxed(command: str, attempt_dir: Path, workspace: Path, timeout_s: f
                  "HOME": str(workspace), "TMPDIR": str(tmp), "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
                  "ARCHPROBE_SANDBOX": token, **(env or {})}
     cfg = {"workspace": str(workspace.resolve()), "tmp": str(tmp.resolve()), "command": command,
-           "env": child_env, "uid": uid, "stage": str((attempt_dir / "stage").resolve()),
+           "env": child_env, "uid": uid,
            "expose": sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.realpath(sys.executable),
+                             str(workspace.resolve()), str(tmp.resolve()),
                              *filter(None, os.environ.get("ARCHPROBE_SANDBOX_EXPOSE", "").split(":"))}),
            "lock_fs": mode != "process-group", "tmp_bytes": limits.tmp_bytes,
            "limits": {**asdict(limits), "cpu_s": limits.cpu_s or int(timeout_s) + 2}}

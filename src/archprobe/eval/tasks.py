@@ -16,6 +16,8 @@ from archprobe.eval.scorers import SCORERS
 from archprobe.eval.workspace import check_starting_repo, tree_hash
 
 BUILTIN = Path(__file__).parent / "builtin"
+# the built-in sets: a quick chat smoke set, agentic repository tasks with hidden tests, a refusal set
+BUILTIN_SETS = {"builtin": BUILTIN, "builtin-agentic": BUILTIN / "agentic", "builtin-refusal": BUILTIN / "refusal"}
 MAX_TASKS_BYTES = 64 * 1024 * 1024
 
 
@@ -66,8 +68,8 @@ class TaskSet:
 
 
 def load_task_set(spec: str | Path) -> TaskSet:
-    """`builtin` or a folder holding tasks.jsonl (or the tasks.jsonl file itself)."""
-    root = BUILTIN if str(spec) == "builtin" else Path(spec)
+    """`builtin`, `builtin-agentic`, `builtin-refusal`, or a folder holding tasks.jsonl (or that file)."""
+    root = BUILTIN_SETS.get(str(spec)) or Path(spec)
     if root.is_file():
         root = root.parent
     jsonl = root / "tasks.jsonl"

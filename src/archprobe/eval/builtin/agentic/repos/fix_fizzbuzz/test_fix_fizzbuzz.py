@@ -1,0 +1,3 @@
+from fizz import fizzbuzz
+assert fizzbuzz(15) == 'FizzBuzz'
+print('ok')
