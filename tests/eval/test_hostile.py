@@ -98,6 +98,26 @@ def test_malformed_answers_exactly_where_it_would_fail_do_not_change_the_rate(tm
     assert rates[True] == rates[False] == pytest.approx(len(RIGHT) / 10)
     # 500 MB for archprobe in all, less the ~50 MB an idle archprobe process holds before the run
     assert rss.bytes < 450 << 20, f"the harness grew by {rss.bytes >> 20} MB"
+    # the same hostile run from the CLI in a fresh process: its peak RSS is archprobe's own
+    with ScriptedServer(chat_respond(True)) as srv:
+        rss_kb, doc = cli_peak_rss("run", str(tmp_path / "set"), "--endpoint", srv.url, "--model", "m",
+                                   "--attempts", "10", "--ledger", str(tmp_path / "cli.sqlite"), "--timeout", "20",
+                                   "--max-retries", "1", "--backoff", "0.01", "--no-progress", "--json")
+    assert doc["success_rate"] == pytest.approx(len(RIGHT) / 10) and doc["outcomes"]["error"] == 0
+    assert rss_kb < 500 * 1024, f"archprobe peaked at {rss_kb / 1024:.0f} MB"
+
+
+def cli_peak_rss(*args) -> tuple[int, dict]:
+    """Run `archprobe eval ARGS` in a new process; (its peak RSS in KiB, its JSON output)."""
+    import subprocess
+
+    code = ("import resource, sys\nfrom archprobe.cli.main import app\ntry:\n    app(sys.argv[1:])\n"
+            "except SystemExit:\n    pass\nsys.stderr.write(f'MAXRSS {resource.getrusage(resource.RUSAGE_SELF)"
+            ".ru_maxrss}\\n')\n")
+    r = subprocess.run([sys.executable, "-c", code, "eval", *args], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    rss = int(r.stderr.rsplit("MAXRSS ", 1)[1].split()[0])
+    return rss, json.loads(r.stdout)
 
 
 # -- agentic -------------------------------------------------------------------------------------
@@ -213,6 +233,32 @@ def test_hostile_agent_cannot_change_the_rate_outlast_the_deadline_or_escape(tmp
     assert not [p for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("archprobe-attempt-*")
                 if p.stat().st_mtime > ledger.run(run_id)["created_at"] - 1], "workspaces are removed"
     assert rss.bytes < 450 << 20, f"the harness grew by {rss.bytes >> 20} MB"
+
+
+def test_an_endpoint_that_trickles_or_stalls_cannot_hold_an_attempt_past_its_deadline(tmp_path, ledger):
+    import time
+
+    chat_set(tmp_path / "set")
+    ts = load_task_set(tmp_path / "set")
+
+    def trickle(key, body, entry):
+        def slowly():
+            for _ in range(120):
+                time.sleep(0.25)
+                yield b" "
+        return 200, slowly(), {}
+
+    with ScriptedServer(trickle) as srv:
+        start = time.perf_counter()
+        run_id = run_eval(ledger, ts, RunOptions(endpoint=srv.url, model="m", attempts=2, concurrency=6,
+                                                 timeout_s=1.5, max_retries=0), run_id="trickle")
+        took = time.perf_counter() - start
+    rows = ledger.attempts(run_id)
+    assert {r.outcome for r in rows} == {"timeout"} and all(r.detail["fault"] == "endpoint" for r in rows)
+    assert all(r.seconds <= 1.5 + 5 for r in rows) and took < 1.5 + 5
+    report = build_report(ledger, run_id)
+    assert report["success_rate"] is None and report["success_rate_errors_as_failures"] == 0
+    assert report["denominators"] == {"scored": 0, "settled": 6, "unscored_errors": 0, "unscored_timeouts": 6}
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="symlink refusal is tested where symlinks are cheap")
