@@ -93,3 +93,42 @@ def test_unreachable_endpoint_is_recorded_as_errors_not_failures(tmp_path):
     doc = json.loads(r.stdout)
     assert doc["outcomes"]["error"] == doc["attempts_total"] == 24 and doc["outcomes"]["fail"] == 0
     assert doc["success_rate"] is None and doc["retries"] == 12
+
+
+def test_price_approve_and_a_broken_chain_from_the_cli(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.eval.scripted import ScriptedServer
+    from tests.eval.test_agent import Agent
+    from tests.eval.test_hostile import agentic_set
+
+    agentic_set(tmp_path / "set")
+    ledger = str(tmp_path / "l.sqlite")
+    with ScriptedServer(Agent()) as srv:
+        r = subprocess.run([sys.executable, "-m", "archprobe.cli.main", "eval", "run", str(tmp_path / "set"),
+                            "--endpoint", srv.url, "--model", "m", "--attempts", "1", "--ledger", ledger,
+                            "--run-id", "a", "--price", "input=3/M,output=15/M", "--approve", "--json"],
+                           input="y\n", capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert "the agent wants to run" in r.stderr and "approve? [y/N]" in r.stderr
+    attempt = doc["attempts"][0]
+    assert attempt["outcome"] == "pass" and attempt["turns"] == 5
+    assert attempt["cost_usd"] == attempt["tokens_in"] * 3e-6 + attempt["tokens_out"] * 15e-6
+    assert doc["interventions"] == 1 and doc["interventions_list"][0]["kind"] == "approval"
+    assert doc["chain"]["ok"]
+    import sqlite3
+
+    db = sqlite3.connect(ledger)
+    db.execute("DROP TRIGGER outcomes_no_update")
+    db.execute("UPDATE outcomes SET cost_usd=0")
+    db.commit()
+    db.close()
+    r = run("eval", "report", "a", "--ledger", ledger, env={"COLUMNS": "200"})
+    assert r.returncode == 0 and "BROKEN" in r.stdout and "outcomes:a/fix/0/0" in r.stdout
+    r = run("eval", "verify", ledger)
+    assert r.returncode == 1 and "(edited)" in r.stdout
+    r = run("eval", "run", "builtin", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--price", "in=3",
+            "--ledger", ledger)
+    assert r.returncode == 2 and r.stderr.startswith("error: --price")

@@ -34,6 +34,8 @@ def render_report(r: dict) -> None:
     c.print(line("ledger chain: ", ("intact", "green") if ch.get("ok") else ("BROKEN", "red"),
                  "" if ch.get("ok") else " (archprobe eval verify)",
                  f", {ch.get('rows')} rows, head {(ch.get('head') or {}).get('hash')}"))
+    for b in (ch.get("breaks") or [])[:20]:
+        c.print(styled(f"  chain break at seq {b['seq']} {b['key'] or ''}: {b['problem']}", "red"))
     if r.get("pass_at_k"):
         pk = r["pass_at_k"]
         c.print("pass@k " + ", ".join(f"k={k}: {v:.3f}" for k, v in pk["pass@k"].items()) + "   pass^k "
