@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
+import marshal
 import os
 import select
 import shutil
@@ -141,7 +141,7 @@ def run_sandboxed(command: str, attempt_dir: Path, workspace: Path, timeout_s: f
                              *filter(None, os.environ.get("ARCHPROBE_SANDBOX_EXPOSE", "").split(":"))}),
            "lock_fs": mode != "process-group", "tmp_bytes": limits.tmp_bytes,
            "limits": {**asdict(limits), "cpu_s": limits.cpu_s or int(timeout_s) + 2}}
-    argv = [*prefix, sys.executable, "-I", "-S", str(INIT), json.dumps(cfg)]
+    argv = [*prefix, sys.executable, "-I", "-S", str(INIT), marshal.dumps(cfg).hex()]
     start = time.perf_counter()
     read_fd, write_fd = os.pipe()
     try:
