@@ -153,7 +153,8 @@ def agentic_respond(hostile: bool, mark: str, pristine: Path):
         if decide(base):
             entry["action"] = "right"
             return 200, file_reply("calc.py", FIX), {}
-        kind = AGENT_KINDS[sample % len(AGENT_KINDS)] if hostile else "wrong"
+        wrong_index = sample - sum(1 for r in RIGHT if r < sample)     # the n-th sample that answers wrongly
+        kind = AGENT_KINDS[wrong_index % len(AGENT_KINDS)] if hostile else "wrong"
         entry["action"] = "wrong:" + kind
         if kind == "wrong" or turn:             # a later turn: give up with a wrong fix
             return 200, file_reply("calc.py", WRONG), {}
@@ -196,15 +197,17 @@ def test_hostile_agent_cannot_change_the_rate_outlast_the_deadline_or_escape(tmp
     ts = load_task_set(tmp_path / "set")
     mark = uuid.uuid4().hex
     timeout = 4.0
-    opts = RunOptions(endpoint="", model="m", attempts=len(AGENT_KINDS), concurrency=6, timeout_s=timeout,
+    attempts = len(AGENT_KINDS) + len(RIGHT)
+    opts = RunOptions(endpoint="", model="m", attempts=attempts, concurrency=6, timeout_s=timeout,
                       max_retries=0, backoff_s=0.01, max_turns=3)
-    rates = {}
+    rates, sent = {}, set()
     with peak_rss_growth() as rss:
         for hostile in (False, True):
             with ScriptedServer(agentic_respond(hostile, mark, ts.root / "repo")) as srv:
                 opts.endpoint = srv.url
                 run_id = run_eval(ledger, ts, opts, run_id=f"agentic-hostile={hostile}")
                 log = {e["attempt"]: e["action"] for e in srv.log if "#" not in e["attempt"]}
+                sent |= set(log.values())
             report = build_report(ledger, run_id)
             rates[hostile] = report["success_rate"]
             for row in ledger.attempts(run_id):
@@ -218,7 +221,8 @@ def test_hostile_agent_cannot_change_the_rate_outlast_the_deadline_or_escape(tmp
                 if action == "wrong:symlink_read":
                     read = [s for s in ledger.steps(row.attempt_id) if s.get("name") == "read_file"]
                     assert read and not read[0]["ok"] and "symlink" in read[0]["result"]
-    assert rates[True] == rates[False] == pytest.approx(len(RIGHT) / len(AGENT_KINDS))
+    assert sent >= {"wrong:" + k for k in AGENT_KINDS}, "every hostile kind was sent"
+    assert rates[True] == rates[False] == pytest.approx(len(RIGHT) / attempts)
     # no process survives, nothing was written outside the workspaces, the task set is untouched
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
