@@ -3,11 +3,13 @@
 1. Ledger with hashing: N chat attempts at concurrency 32 against a local stand-in that answers at once.
    Anchor: the raw `openai` client loop (same requests, same concurrency, no ledger, no scoring).
    archprobe eval run writes every attempt and outcome to the SQLite ledger, each row hash-chained.
-2. Sandbox per agentic attempt: repository tasks whose test command is `python -m pytest -q` (the common
-   case), at concurrency 4. Anchor: the raw loop does the same work without a sandbox (request, copy
-   the repo, write the model's file, run the tests with plain subprocess, remove the copy). archprobe
-   runs each test in fresh namespaces as an unprivileged uid (see eval/sandbox.py). A second row uses
-   a trivial test command (`python t.py`) to show the worst case, where the sandbox's fixed cost dominates.
+2. Sandbox per agentic attempt: repository tasks whose test command is `python -m unittest`, at
+   concurrency 4. (Not pytest: on this host a pytest start spends ~2 s of its ~4 s waiting outside the
+   sandbox and less inside it, where there is no network, which would flatter the sandbox.) Anchor: the
+   raw loop does the same work without a sandbox (request, copy the repo, write the model's file, run
+   the tests with plain subprocess, remove the copy); archprobe runs each test in fresh namespaces as
+   an unprivileged uid (eval/sandbox.py). A second row uses a trivial test command (`python t.py`) to
+   show the worst case, where the sandbox's fixed cost per command dominates.
 Target (issue 16): both archprobe loops keep >= 80% of their raw loop's attempts/s. Forms are timed
 round-robin and the ratio is the median of paired rounds (_util.paired_ratio), so a slow minute on this
 shared machine slows both alike.
@@ -50,8 +52,8 @@ def agentic_set(root: Path, test: str) -> None:
         repo = root / f"repo{i}"
         repo.mkdir(exist_ok=True)
         (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-        (repo / "test_calc.py").write_text(f"from calc import add\n\n\ndef test_add():\n"
-                                           f"    assert add({i}, 1) == {i + 1}\n")
+        (repo / "test_calc.py").write_text(f"import unittest\n\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
+                                           f"    def test_add(self):\n        self.assertEqual(add({i}, 1), {i + 1})\n")
         (repo / "t.py").write_text(f"from calc import add\nassert add({i}, 1) == {i + 1}\n")
         fix = "FILE: calc.py\n```python\ndef add(a, b):\n    return a + b\n```\n"
         lines.append(json.dumps({"id": f"fix{i}", "prompt": f"Fix add() in repo {i}.", "scorer": "command",
@@ -127,11 +129,11 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="archprobe-bench-eval-"))
     chat_set(work / "chat")
-    agentic_set(work / "pytest", f"{sys.executable} -m pytest -q -p no:cacheprovider")
+    agentic_set(work / "unittest", f"{sys.executable} -m unittest -q")
     agentic_set(work / "trivial", f"{sys.executable} t.py")
-    sets = {name: load_task_set(work / name) for name in ("chat", "pytest", "trivial")}
+    sets = {name: load_task_set(work / name) for name in ("chat", "unittest", "trivial")}
     port = 18000 + os.getpid() % 1000
-    server = start_server([work / "chat", work / "pytest"], port)
+    server = start_server([work / "chat", work / "unittest"], port)
     url = f"http://127.0.0.1:{port}/v1"
     prompts = [t.prompt for t in sets["chat"].tasks for _ in range(PER_TASK)]
     counter = iter(range(10**6))
@@ -152,18 +154,18 @@ def main() -> None:
         chat = round_robin({"raw": lambda: asyncio.run(raw_chat(url, prompts)),
                             "archprobe": archprobe("chat", CONCURRENCY)}, ROUNDS)
         agent = {}
-        for name in ("pytest", "trivial"):
+        for name in ("unittest", "trivial"):
             agent[name] = round_robin({"raw": lambda n=name: asyncio.run(raw_agentic(url, sets[n])),
                                        "archprobe": archprobe(name, AGENT_CONCURRENCY)}, ROUNDS)
     finally:
         server.terminate()
         shutil.rmtree(work, ignore_errors=True)
 
-    n_agentic = len(sets["pytest"].tasks) * PER_TASK
+    n_agentic = len(sets["unittest"].tasks) * PER_TASK
     rows = []
     verdicts = []
     for label, timing, n in (("chat, ledger + hash chain", chat, ATTEMPTS),
-                             ("agentic, sandbox (pytest tests)", agent["pytest"], n_agentic),
+                             ("agentic, sandbox (unittest tests)", agent["unittest"], n_agentic),
                              ("agentic, sandbox (trivial test: worst case)", agent["trivial"], n_agentic)):
         raw, ours = timing["raw"][0], timing["archprobe"][0]
         ratio = 1.0 / paired_ratio(timing, "archprobe", "raw")

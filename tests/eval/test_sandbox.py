@@ -93,3 +93,32 @@ def test_the_process_group_fallback_still_kills_daemons(attempt, monkeypatch):
     assert res.survivors_killed >= 1, "the token sweep found the daemon"
     time.sleep(0.2)
     assert not alive(mark)
+
+
+@pytest.mark.skipif(sandbox.probe()[0] == "process-group", reason="needs namespaces")
+def test_killing_archprobe_itself_kills_the_sandboxed_command(tmp_path):
+    import json
+    import signal
+    import subprocess
+
+    mark = uuid.uuid4().hex
+    (tmp_path / "set" / "repo").mkdir(parents=True)
+    (tmp_path / "set" / "repo" / "a.txt").write_text("x\n")
+    task = {"id": "t", "prompt": "p", "scorer": "command", "repo": "repo", "test_command": "true",
+            "agent_command": f"sh -c 'sleep 300; : {mark}'"}
+    (tmp_path / "set" / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    proc = subprocess.Popen([sys.executable, "-m", "archprobe.cli.main", "eval", "run", str(tmp_path / "set"),
+                             "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--attempts", "1",
+                             "--ledger", str(tmp_path / "l.sqlite"), "--no-progress", "--json"],
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while not alive(mark) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert alive(mark), "the test command never started"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 5
+    while alive(mark) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not alive(mark), "the sandboxed command outlived a SIGKILLed archprobe"

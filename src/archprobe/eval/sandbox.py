@@ -78,16 +78,22 @@ def probe() -> tuple[str, list[str]]:
     if sys.platform != "linux" or not shutil.which("unshare"):
         return "process-group", []
     base = ["unshare", "--pid", "--mount", "--net", "--fork", "--kill-child", "--mount-proc"]
-    for mode, prefix in (("namespaces", base), ("userns", [*base[:1], "--user", "--map-root-user", *base[1:]])):
+    # if archprobe itself is killed (even SIGKILL), the kernel kills unshare, and with it the namespace
+    guard = ["setpriv", "--pdeathsig", "KILL"] if _works(["setpriv", "--pdeathsig", "KILL", "true"]) else []
+    for mode, prefix in (("namespaces", [*guard, *base]),
+                         ("userns", [*guard, *base[:1], "--user", "--map-root-user", *base[1:]])):
         if mode == "namespaces" and os.geteuid() != 0:
             continue
-        try:
-            ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            ok = False
-        if ok:
+        if _works([*prefix, "true"]):
             return mode, prefix
     return "process-group", []
+
+
+def _works(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def policy_text(mode: str, network: bool) -> str:
