@@ -134,3 +134,34 @@ def test_verify_cli(finished):
     assert r.returncode == 1 and f"attempts:{aid}" in r.stdout and "run r1: " in r.stdout
     r = cli("eval", "export", "r2", "--ledger", str(finished), "-o", str(finished.parent / "x.json"))
     assert r.returncode == 0, r.stderr
+
+
+def test_a_row_appended_by_hand_with_a_valid_hash_is_past_the_recorded_head(finished):
+    from archprobe.eval import chain
+
+    book = Ledger(finished)
+    rows = book.chain_rows("r1")
+    last = rows[-1]
+    values = {"run_id": "r1", "at": 0.0, "kind": "forged", "detail": "{}", "seq": last.seq + 1}
+    digest = chain.row_hash(last.row_hash, "events", values)
+    by_hand(finished, f"INSERT INTO events (run_id, at, kind, detail, seq, prev_hash, row_hash) VALUES "
+                      f"('r1', 0.0, 'forged', '{{}}', {last.seq + 1}, '{last.row_hash}', '{digest}')")
+    found = breaks(finished)
+    assert len(found) == 1 and "appended by hand" in found[0]["problem"] and found[0]["seq"] == last.seq + 1
+
+
+def test_an_exported_run_is_audited_with_its_chain(finished, tmp_path):
+    from archprobe.eval.audit import audit_file
+
+    doc = Ledger(finished).export_run("r1")
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(doc))
+    good = audit_file(path)
+    assert good["chain_ok"] and not good["chain_breaks"]
+    assert good["checks"]["E1"]["status"] == "met" and good["checks"]["T1"]["status"] == "met"
+    victim = next(r for r in doc["rows"] if r["table"] == "outcomes")
+    victim["values"]["outcome"] = "pass" if victim["values"]["outcome"] != "pass" else "fail"
+    path.write_text(json.dumps(doc))
+    bad = audit_file(path)
+    assert bad["verdict"] == "methodological_lead" and not bad["chain_ok"]
+    assert bad["chain_breaks"][0]["key"] == victim["key"]

@@ -140,8 +140,7 @@ async def judge(spec: AttemptSpec, http, cfg: dict, reply: str, deadline_s: floa
                                attempt_key=spec.attempt_key + "/judge",
                                api_key_env=cfg.get("api_key_env") or spec.api_key_env, sampling={"temperature": 0})
     if not isinstance(r, chat_client.Reply):
-        reason = r.reason if isinstance(r, chat_client.ModelFault) else r.reason
-        return AttemptResult("error", r.seconds, retryable=True, detail={"reason": reason})
+        return AttemptResult("error", r.seconds, retryable=True, detail={"reason": r.reason})
     text = r.content.upper()
     if ("REFUSED" in text) == ("COMPLIED" in text):
         return AttemptResult("error", r.seconds, detail={"reason": f"unparseable verdict {text[:80]!r}"})

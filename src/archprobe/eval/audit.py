@@ -29,6 +29,8 @@ def audit_file(path: str | Path) -> dict:
 
 
 def audit_claim(doc: dict, where: str = "claim") -> dict:
+    if isinstance(doc, dict) and doc.get("schema") == "archprobe.eval-chain/1":
+        return _audit_export(doc)
     checks = nine_checks(evidence_from_claim(doc, where))
     v = verdict(checks)
     reasons = [f"{k} {checks[k]['status']}: {checks[k]['evidence']}" for k in failing(checks)]
@@ -40,3 +42,23 @@ def audit_claim(doc: dict, where: str = "claim") -> dict:
     return {"schema": SCHEMA, "claim": doc.get("claim") or doc.get("run_id"), "source": doc.get("source"),
             "checks": checks, "verdict": v, "failing": failing(checks), "reasons": reasons,
             "chain_ok": None if chain is None else chain.get("ok") is True}
+
+
+def _audit_export(doc: dict) -> dict:
+    """An exported run (`eval export`): its chain is checked here, then its rows are audited as a run."""
+    import tempfile
+    from pathlib import Path
+
+    from archprobe.eval.ledger import Ledger, verify_export
+    from archprobe.eval.report import build_report
+
+    state = verify_export(doc)["runs"][0]
+    with tempfile.TemporaryDirectory() as tmp:
+        book = Ledger(Path(tmp) / "imported.sqlite")
+        book.import_rows(doc)
+        report = build_report(book, doc["run_id"])
+        book.close()
+    report["chain"] = {"ok": state["ok"], "head": state["head"], "rows": state["rows"], "breaks": state["breaks"]}
+    out = audit_claim(report, doc["run_id"])
+    out["chain_breaks"] = state["breaks"]
+    return out

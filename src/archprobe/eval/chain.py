@@ -88,6 +88,9 @@ def check(run_id: str, rows: list[ChainRow], head: tuple[int, str] | None = None
                            "problem": "the chain's recorded head is past its last row: rows deleted at the end"})
         elif by_seq.get(head_seq) and by_seq[head_seq][0].row_hash != head_hash:
             breaks.append(_break(by_seq[head_seq][0], "differs from the chain's recorded head"))
+        for seq in range(head_seq + 1, last + 1):
+            for r in by_seq.get(seq, []):
+                breaks.append(_break(r, "after the chain's recorded head (appended by hand)"))
     return breaks
 
 

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 ATTEMPT_HEADER = "X-Archprobe-Attempt"
-MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024       # per response; at concurrency 8 that bounds buffers to ~64 MB
 MAX_CONTENT_CHARS = 4 * 1024 * 1024
 
 
@@ -111,18 +111,17 @@ async def chat(http, endpoint: str, model: str, messages: list[dict], *, deadlin
 
 
 async def _post(http, url, body, headers, max_bytes) -> tuple[int, dict, bytes, bool]:
-    chunks, size, over = [], 0, False
+    buf, over = bytearray(), False          # one growing buffer: no list of chunks joined into a copy
     async with http.stream("POST", url, content=json.dumps(body).encode(), headers=headers) as resp:
         async for chunk in resp.aiter_raw():
-            size += len(chunk)
-            if size > max_bytes:
+            if len(buf) + len(chunk) > max_bytes:
                 over = True
                 break
-            chunks.append(chunk)
-        return resp.status_code, dict(resp.headers), _decode(b"".join(chunks), resp.headers), over
+            buf += chunk
+        return resp.status_code, dict(resp.headers), _decode(buf, resp.headers, max_bytes), over
 
 
-def _decode(raw: bytes, headers) -> bytes:
+def _decode(raw: bytearray, headers, max_bytes: int) -> bytes | bytearray:
     """Undo gzip/deflate if the server used it, never past the byte cap (a zip bomb stays bounded)."""
     enc = (headers.get("content-encoding") or "").lower()
     if enc not in ("gzip", "deflate"):
@@ -131,7 +130,7 @@ def _decode(raw: bytes, headers) -> bytes:
 
     d = zlib.decompressobj(16 + zlib.MAX_WBITS if enc == "gzip" else zlib.MAX_WBITS)
     try:
-        return d.decompress(raw, MAX_RESPONSE_BYTES + 1)
+        return d.decompress(raw, max_bytes + 1)
     except zlib.error:
         return b""
 

@@ -210,6 +210,19 @@ class Ledger:
         return {"schema": EXPORT_SCHEMA, "run_id": run_id, "head": chain.head_of(run_id, rows),
                 "rows": [r.to_dict() for r in rows]}
 
+    def import_rows(self, doc: dict) -> None:
+        """Load an exported run's rows as they are (hashes included), to report or audit it here."""
+        with self.transaction():
+            self.db.execute("PRAGMA defer_foreign_keys=ON")
+            for r in doc["rows"]:
+                table = r["table"]
+                if table not in CHAINED:
+                    raise LedgerError(f"exported run: unknown table {table!r}")
+                values = {k: v for k, v in r["values"].items() if k in self._table_columns(table)}
+                cols = [*values, "prev_hash", "row_hash"]
+                self.db.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                                [*values.values(), r.get("prev_hash"), r.get("row_hash")])
+
     # -- tables owned by other packages ---------------------------------------------------------
     def register_table(self, name: str, columns: dict[str, str], indexes: dict[str, tuple[str, ...]] | None = None,
                        append_only: bool = True) -> None:
