@@ -42,14 +42,26 @@ def settled(path, run_id) -> dict:
 
 
 def test_a_second_writer_on_one_run_id_is_a_one_line_error_and_other_runs_proceed(tmp_path, builtin):
+    import threading
+
+    from tests.eval.scripted import ScriptedServer, completion
+
     ledger = tmp_path / "l.sqlite"
-    with StandinServer(builtin, Behaviour(seed=1, p_correct=0.5, delay_s=0.15)) as srv:
+    gate = threading.Event()          # the first run's requests wait here, so it is surely mid-run
+
+    def respond(key, body, entry):
+        gate.wait(60)
+        return 200, completion("not sure"), {}
+
+    with ScriptedServer(respond) as srv:
         first = subprocess.Popen(cli(*run_args(srv, ledger, "one", attempts=3)), env=ENV, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE)
-        deadline = time.time() + 30
-        while time.time() < deadline and not (ledger.exists() and Ledger(ledger).has_run("one")):
+        deadline = time.time() + 60
+        while time.time() < deadline and not srv.log:
             time.sleep(0.05)
+        assert srv.log, "the first run never reached the server"
         second = subprocess.run(cli(*run_args(srv, ledger, "one")), env=ENV, capture_output=True, text=True)
+        gate.set()
         other = subprocess.run(cli(*run_args(srv, ledger, "two")), env=ENV, capture_output=True, text=True)
         out, err = first.communicate(timeout=120)
     assert second.returncode == 2 and second.stderr.startswith("error: run 'one' is being written by another")
