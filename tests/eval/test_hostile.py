@@ -108,12 +108,15 @@ def test_malformed_answers_exactly_where_it_would_fail_do_not_change_the_rate(tm
 
 
 def cli_peak_rss(*args) -> tuple[int, dict]:
-    """Run `archprobe eval ARGS` in a new process; (its peak RSS in KiB, its JSON output)."""
+    """Run `archprobe eval ARGS` in a new process; (its peak RSS in KiB, its JSON output).
+
+    VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork and exec, so a child of a large pytest
+    process would report the parent's size; VmHWM belongs to the new process's own memory map."""
     import subprocess
 
-    code = ("import resource, sys\nfrom archprobe.cli.main import app\ntry:\n    app(sys.argv[1:])\n"
-            "except SystemExit:\n    pass\nsys.stderr.write(f'MAXRSS {resource.getrusage(resource.RUSAGE_SELF)"
-            ".ru_maxrss}\\n')\n")
+    code = ("import sys\nfrom archprobe.cli.main import app\ntry:\n    app(sys.argv[1:])\n"
+            "except SystemExit:\n    pass\nhwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')]\n"
+            "sys.stderr.write(f'MAXRSS {hwm[0].split()[1]}\\n')\n")
     r = subprocess.run([sys.executable, "-c", code, "eval", *args], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     rss = int(r.stderr.rsplit("MAXRSS ", 1)[1].split()[0])
