@@ -110,7 +110,7 @@ def test_one_tensor_name_in_many_shards_is_not_many_tensors(tmp_path, name):
 
 def test_markup_and_escapes_in_names_stay_text(tmp_path):
     payload = "[/][bold red]x\x1b[2J<script>alert(1)</script>"
-    folder = good_folder(tmp_path / f"ck[/]pt\x1b[2J", {"model_type": payload, "architectures": [payload],
+    folder = good_folder(tmp_path / "ck[/]pt\x1b[2J", {"model_type": payload, "architectures": [payload],
                                                         "torch_dtype": payload},
                          names=(f"model.layers.0.{payload}.weight", "model.embed_tokens.weight"))
     r = run_cli("inspect", str(folder))
