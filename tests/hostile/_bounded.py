@@ -1,5 +1,5 @@
 """Run the CLI as a user would, in a child process, and measure what it cost: exit status, stderr,
-wall time and the child's own peak RSS (os.wait4, so other children do not blur it)."""
+wall time and the child's own peak RSS (VmHWM of the process after exec: see _child.py)."""
 
 from __future__ import annotations
 
@@ -32,11 +32,13 @@ class Result:
 def run_cli(*args: str, env: dict | None = None, timeout: float = 120.0, cwd: str | None = None) -> Result:
     full = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "src") + os.pathsep + ROOT,
             "HF_HUB_DISABLE_PROGRESS_BARS": "1", "COLUMNS": "200", **(env or {})}
-    full.pop("ARCHPROBE_DEBUG", None)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    if "ARCHPROBE_DEBUG" not in (env or {}):
+        full.pop("ARCHPROBE_DEBUG", None)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as tmp:
+        full["ARCHPROBE_TEST_RSS_FILE"] = rss_file = os.path.join(tmp, "rss")
         start = time.monotonic()
-        p = subprocess.Popen([sys.executable, "-m", "archprobe.cli.main", *args], stdout=out, stderr=err,
-                             stdin=subprocess.DEVNULL, env=full, cwd=cwd)
+        p = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "hostile", "_child.py"), *args],
+                             stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=full, cwd=cwd)
         killer = threading.Timer(timeout, lambda: os.kill(p.pid, signal.SIGKILL))
         killer.start()
         try:
@@ -47,8 +49,9 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120.0, cwd: st
         wall = time.monotonic() - start
         out.seek(0)
         err.seek(0)
+        rss = int(open(rss_file).read()) if os.path.exists(rss_file) else usage.ru_maxrss * 1024
         return Result(p.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"), wall,
-                      usage.ru_maxrss * 1024)
+                      rss)
 
 
 def assert_bounded(r: Result, *, ok: bool | None = None, contains: str | None = None,
