@@ -69,7 +69,7 @@ def test_named_bad_options_are_one_line(demo, args):
     assert r.exit_code == 2 and r.stderr.startswith("error: ")
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=option_values)
 def test_report_options(demo, tmp_path_factory, value):
     out = tmp_path_factory.mktemp("r") / "r.html"
