@@ -118,3 +118,20 @@ def test_debug_shows_the_traceback(tmp_path):
     assert_bounded(r, ok=False)
     r = run_cli("inspect", str(tmp_path / "missing"), env={"ARCHPROBE_DEBUG": "1"})
     assert r.rc != 0 and "Traceback" in r.stderr
+
+
+def test_odd_sources_paths_and_urls(demo, tmp_path):
+    fifo = str(tmp_path / "f.safetensors")
+    os.mkfifo(fifo)
+    out = str(tmp_path / "r.html")
+    for args in (["inspect", ""], ["inspect", "/dev/zero"], ["inspect", fifo], ["inspect", "a/.."],
+                 ["inspect", "a/b@.."], ["inspect", "x" * 5000], ["validate", demo, "--dtype", "evil"],
+                 ["memory", demo, "--sweep", ",,,"], ["memory", demo, "--devices", "9" * 30],
+                 ["report", demo, "--validate-json", fifo, "--out", out], ["report", demo, "--out", "/"],
+                 ["track", "usage", "http://[::1", "--subject", "s", "--ledger", str(tmp_path / "l.sqlite")],
+                 ["track", "usage", "file:///etc/passwd", "--subject", "s", "--ledger", str(tmp_path / "l.sqlite")],
+                 ["track", "reach", "../..", "--ledger", str(tmp_path / "l.sqlite")],
+                 ["eval", "run", "builtin", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", "nan",
+                  "--ledger", str(tmp_path / "e.sqlite")]):
+        r = invoke(*args)
+        assert r.exit_code == 2 and r.stderr.startswith("error: "), (args, r.stderr)

@@ -48,12 +48,21 @@ def run(tasks: Annotated[str, typer.Argument(help="Task-set folder (with tasks.j
     """
 
     def go() -> None:
+        from archprobe.cli import options
         from archprobe.eval.ledger import Ledger
         from archprobe.eval.pricing import parse_price
         from archprobe.eval.report import build_report
         from archprobe.eval.runner import RunOptions, new_run_id, run_eval
         from archprobe.eval.tasks import load_task_set
 
+        # numbers checked by type before any attempt runs (cli/options.py)
+        options.finite(timeout, "--timeout", 0.001, 7 * 86400)
+        options.finite(backoff, "--backoff", 0, 3600)
+        options.finite(temperature, "--temperature", 0, 100)
+        if attempts > 100_000 or concurrency > 10_000 or max_retries > 1000 or (max_tokens is not None and
+                                                                                 not 1 <= max_tokens <= 1 << 24):
+            raise options.OptionError("--attempts (<= 100000), --concurrency (<= 10000), --max-retries (<= 1000) "
+                                      "or --max-tokens (1 to 2^24) out of range")
         task_set = load_task_set(tasks)
         table = parse_price(price, model)
         opts = RunOptions(endpoint=endpoint, model=model, attempts=attempts, concurrency=concurrency,

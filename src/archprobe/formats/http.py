@@ -57,6 +57,7 @@ class GuardedHTTP:
     def get(self, url: str, limit: int, byte_range: tuple[int, int] | None = None, sink=None) -> Response:
         """GET `url` following redirects. 2xx bodies are kept up to `limit` bytes (more is an error), or
         written to `sink(bytes)` when given; `byte_range=(first, last)` asks for those bytes only."""
+        _check_url(url)
         headers = dict(self.headers)
         if byte_range is not None:
             headers["Range"] = f"bytes={byte_range[0]}-{byte_range[1]}"
@@ -69,6 +70,7 @@ class GuardedHTTP:
             if not location:
                 raise SourceError(f"{_show(url)}: HTTP {resp.status} redirect without a Location")
             url = urljoin(url, location)
+            _check_url(url)
             if urlsplit(url).scheme not in ("http", "https"):
                 raise SourceError(f"{_show(url)}: redirected to a non-HTTP URL; refused")
             if _origin(url) != origin:   # never hand the token to another host
@@ -235,6 +237,19 @@ def _shutdown(conn: http.client.HTTPConnection, fired: threading.Event) -> None:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+def _check_url(url: str) -> None:
+    """A URL that http.client can be handed: http(s), a host, a valid port (a malformed one is one line)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError as exc:
+        raise SourceError(f"{url[:120]!r}: not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SourceError(f"{_show(url)}: not an http(s) URL")
+    if any(ord(c) < 33 or ord(c) == 127 for c in url):
+        raise SourceError(f"{url[:120]!r}: a URL with spaces or control characters")
 
 
 def _content_range(text: str) -> tuple[int, int] | None:
