@@ -70,9 +70,9 @@ class GuardedHTTP:
             if not location:
                 raise SourceError(f"{_show(url)}: HTTP {resp.status} redirect without a Location")
             url = urljoin(url, location)
-            _check_url(url)
-            if urlsplit(url).scheme not in ("http", "https"):
+            if not url.lower().startswith(("http://", "https://")):
                 raise SourceError(f"{_show(url)}: redirected to a non-HTTP URL; refused")
+            _check_url(url)
             if _origin(url) != origin:   # never hand the token to another host
                 headers.pop("Authorization", None)
                 headers.pop("authorization", None)
