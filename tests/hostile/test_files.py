@@ -126,3 +126,17 @@ def test_huge_declared_header_is_refused_unread(tmp_path):
         f.truncate(8 + 90 * 2**20)      # sparse: claims a 90 MB header of zero bytes
     r = run_cli("inspect", str(p), "--json", env={"ARCHPROBE_MAX_HEADER_BYTES": str(2**20)})
     assert_bounded(r, ok=False, contains="cap", rss=300 * 2**20)
+
+
+def test_repeated_names_stop_at_the_second_shard(tmp_path):
+    """The duplicate is found as headers arrive, so a flood of shards is not read to the end."""
+    from archprobe.errors import CheckpointError
+    from archprobe.formats.sources import open_source
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    for i in range(3):
+        save_file({"model.norm.weight": np.zeros((2,), np.float32)}, str(folder / f"s{i}.safetensors"))
+    (folder / "s2.safetensors").write_bytes(b"not a safetensors file")   # never reached
+    with pytest.raises(CheckpointError, match="in two shards"):
+        open_source(str(folder))

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from archprobe.cli._common import JsonOpt, NoProgressOpt, guarded, print_json, shard_progress
+from archprobe.cli.errors import one_line
 
 app = typer.Typer(help="Evaluations with the nine-check method; every attempt kept in a SQLite ledger.",
                   no_args_is_help=True)
@@ -157,8 +158,8 @@ def runs(ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
             print_json({"schema": "archprobe.eval-runs/1", "runs": rows})
             return
         for r in rows:
-            typer.echo(f"{r['run_id']}  {r['source']}  {r['model']}  {r['attempts_per_task']}x  "
-                       f"{r['task_set_hash'][:19]}")
+            typer.echo(one_line(f"{r['run_id']}  {r['source']}  {r['model']}  {r['attempts_per_task']}x  "
+                                f"{r['task_set_hash'][:19]}"))
 
     guarded(go)
 
@@ -259,9 +260,9 @@ def verify(ledger: Annotated[str, typer.Argument(help="A ledger (.sqlite) or an 
         else:
             for r in doc["runs"]:
                 state = "intact" if r["ok"] else f"BROKEN at {len(r['breaks'])} place(s)"
-                typer.echo(f"run {r['run_id']}: {r['rows']} rows, chain {state}; head {r['head']['hash']}")
+                typer.echo(one_line(f"run {r['run_id']}: {r['rows']} rows, chain {state}; head {r['head']['hash']}"))
                 for b in r["breaks"]:
-                    typer.echo(f"  seq {b['seq']}  {b['key'] or '-'}: {b['problem']}")
+                    typer.echo(one_line(f"  seq {b['seq']}  {b['key'] or '-'}: {b['problem']}"))
         if not doc["ok"]:
             raise typer.Exit(1)
 
