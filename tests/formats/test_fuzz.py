@@ -116,3 +116,16 @@ def test_mutated_gguf_header(pos, byte, width):
 def test_random_and_truncated_gguf(tail, cut):
     _check_gguf(b"GGUF\x03\x00\x00\x00" + tail)
     _check_gguf(GGUF_GOOD[:cut])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 12)), max_size=8))
+def test_overlap_check_agrees_with_pairwise_comparison(spans):
+    """The two-sorted-lists overlap test (formats/safetensors.py) against the definition: some pair of
+    non-empty half-open spans intersects."""
+    from archprobe.formats.safetensors import _overlapping
+
+    pairs = [(b, b + n) for b, n in spans]
+    truth = any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(pairs) for b in pairs[i + 1:])
+    got = _overlapping(([b for b, _ in pairs], [e for _, e in pairs]))
+    assert (got is not None) == truth

@@ -3,7 +3,10 @@
 Serves folders as repos: the tree listing (`/api/models/{repo}/tree/{rev}`), `resolve` URLs with
 HTTP Range and HEAD (ETag, X-Repo-Commit, Content-Length), and a `revision` endpoint. Knobs for
 failure tests: `fail[path] = [429, 500, ...]` answers those statuses first; `gated` repos answer 401
-with `X-Error-Code: GatedRepo`. Every response body's size is logged in `served`.
+with `X-Error-Code: GatedRepo`; `hooks[path] = fn(handler, head)` answers a path (query string
+ignored) however the test likes (the hostile behaviours below: infinite body, drip, ignored Range,
+lying Content-Length, redirects, endless pages); `listing_extra[repo]` adds rows to a listing.
+Every response body's size is logged in `served`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ class HubServer:
         self.repos: dict[str, str] = {}
         self.gated: set[str] = set()
         self.fail: dict[str, list[int]] = {}
+        self.hooks: dict[str, object] = {}
+        self.listing_extra: dict[str, list[dict]] = {}
         self.stats: dict[str, dict] = {}   # repo -> {"downloads", "likes", "lastModified"} for model info
         self.served: list[tuple[str, str, int]] = []   # (method, path, body bytes)
         self.active = 0
@@ -91,6 +96,13 @@ class HubServer:
 
     def _route(self, h, head: bool) -> None:
         path = unquote(urlparse(h.path).path)
+        hook = self.hooks.get(path)
+        if hook is not None:
+            try:
+                hook(h, head)
+            except OSError:   # the client gave up (as it should)
+                pass
+            return
         queue = self.fail.get(path)
         if queue:
             status = queue.pop(0)
@@ -133,6 +145,7 @@ class HubServer:
                 if name.endswith((".safetensors", ".gguf")):
                     row["lfs"] = {"size": size, "oid": hashlib.sha256(name.encode()).hexdigest(), "pointerSize": 134}
                 rows.append(row)
+        rows += self.listing_extra.get(repo, [])
         self._send(h, 200, json.dumps(rows).encode(), {"Content-Type": "application/json"}, head)
 
     def _file(self, h, repo: str, name: str, head: bool) -> None:
@@ -158,3 +171,93 @@ class HubServer:
                 return self._send(h, 206, body, {**base, "Content-Range": f"bytes {start}-{end}/{size}"})
             body = f.read()
         self._send(h, 200, body, base)
+
+
+# ---- hostile behaviours for `hooks` (each takes the request handler and whether it is a HEAD) ----
+
+def infinite_body(h, head: bool) -> None:
+    """200, chunked, never ends."""
+    h.send_response(200)
+    h.send_header("Transfer-Encoding", "chunked")
+    h.end_headers()
+    chunk = b"x" * 65536
+    while True:
+        h.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+
+
+def drip(interval_s: float, body: bytes = b"{" + b" " * 100000):
+    """200 with an honest Content-Length, then one byte every `interval_s`."""
+    import time
+
+    def hook(h, head: bool) -> None:
+        h.send_response(200)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        for i in range(len(body)):
+            h.wfile.write(body[i:i + 1])
+            h.wfile.flush()
+            time.sleep(interval_s)
+    return hook
+
+
+def stall_headers(h, head: bool) -> None:
+    """Sends the status line, then header bytes one every 0.5 s, for ever."""
+    import time
+
+    h.wfile.write(b"HTTP/1.1 200 OK\r\n")
+    while True:
+        h.wfile.write(b"X")
+        h.wfile.flush()
+        time.sleep(0.5)
+
+
+def ignore_range(folder: str, name: str, pad: int = 0):
+    """Answers every request with the whole file (200), Range ignored, plus `pad` extra bytes."""
+    def hook(h, head: bool) -> None:
+        with open(os.path.join(folder, name), "rb") as f:
+            body = f.read() + b"\0" * pad
+        h.send_response(200)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+    return hook
+
+
+def lying_length(claimed: int, sent: bytes, status: int = 206, content_range: str | None = "bytes 0-7/100"):
+    """Claims `claimed` bytes, sends `sent` and closes."""
+    def hook(h, head: bool) -> None:
+        h.send_response(status)
+        h.send_header("Content-Length", str(claimed))
+        if content_range:
+            h.send_header("Content-Range", content_range)
+        h.send_header("Connection", "close")
+        h.end_headers()
+        h.wfile.write(sent)
+        h.close_connection = True
+    return hook
+
+
+def redirect_to(location: str):
+    def hook(h, head: bool) -> None:
+        h.send_response(302)
+        h.send_header("Location", location)
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+    return hook
+
+
+def endless_pages(rows: list[dict]):
+    """A listing page that always links to one more page."""
+    def hook(h, head: bool) -> None:
+        import urllib.parse
+
+        q = urllib.parse.parse_qs(urllib.parse.urlparse(h.path).query)
+        n = int(q.get("cursor", ["0"])[0]) + 1
+        base = h.path.split("?")[0]
+        body = json.dumps(rows).encode()
+        h.send_response(200)
+        h.send_header("Content-Length", str(len(body)))
+        h.send_header("Link", f'<http://{h.headers["Host"]}{base}?recursive=true&cursor={n}>; rel="next"')
+        h.end_headers()
+        h.wfile.write(body)
+    return hook

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from archprobe.errors import ArchprobeError
+from archprobe.untrusted import visible
 
 DEBUG_ENV = "ARCHPROBE_DEBUG"
 MAX_LINE = 600
@@ -29,16 +30,7 @@ def debug() -> bool:
 
 def one_line(text: str, limit: int = MAX_LINE) -> str:
     """`text` made safe for one terminal line: control characters (newlines, ESC) shown escaped, cut short."""
-    out = []
-    for ch in str(text):
-        code = ord(ch)
-        if code < 32 or code == 127 or 0x80 <= code < 0xA0:
-            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch, f"\\x{code:02x}"))
-        elif ch in "\u2028\u2029\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069":
-            out.append(f"\\u{code:04x}")   # line separators and bidi overrides can disguise a line
-        else:
-            out.append(ch)
-    line = "".join(out)
+    line = visible(text)
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 

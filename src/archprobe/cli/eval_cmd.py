@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from archprobe.cli._common import JsonOpt, NoProgressOpt, guarded, print_json, shard_progress
+from archprobe.cli.errors import one_line
 
 app = typer.Typer(help="Evaluations with the nine-check method; every attempt kept in a SQLite ledger.",
                   no_args_is_help=True)
@@ -48,12 +49,21 @@ def run(tasks: Annotated[str, typer.Argument(help="Task-set folder (with tasks.j
     """
 
     def go() -> None:
+        from archprobe.cli import options
         from archprobe.eval.ledger import Ledger
         from archprobe.eval.pricing import parse_price
         from archprobe.eval.report import build_report
         from archprobe.eval.runner import RunOptions, new_run_id, run_eval
         from archprobe.eval.tasks import load_task_set
 
+        # numbers checked by type before any attempt runs (cli/options.py)
+        options.finite(timeout, "--timeout", 0.001, 7 * 86400)
+        options.finite(backoff, "--backoff", 0, 3600)
+        options.finite(temperature, "--temperature", 0, 100)
+        if attempts > 100_000 or concurrency > 10_000 or max_retries > 1000 or (max_tokens is not None and
+                                                                                 not 1 <= max_tokens <= 1 << 24):
+            raise options.OptionError("--attempts (<= 100000), --concurrency (<= 10000), --max-retries (<= 1000) "
+                                      "or --max-tokens (1 to 2^24) out of range")
         task_set = load_task_set(tasks)
         table = parse_price(price, model)
         opts = RunOptions(endpoint=endpoint, model=model, attempts=attempts, concurrency=concurrency,
@@ -148,8 +158,8 @@ def runs(ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
             print_json({"schema": "archprobe.eval-runs/1", "runs": rows})
             return
         for r in rows:
-            typer.echo(f"{r['run_id']}  {r['source']}  {r['model']}  {r['attempts_per_task']}x  "
-                       f"{r['task_set_hash'][:19]}")
+            typer.echo(one_line(f"{r['run_id']}  {r['source']}  {r['model']}  {r['attempts_per_task']}x  "
+                                f"{r['task_set_hash'][:19]}"))
 
     guarded(go)
 
@@ -250,9 +260,9 @@ def verify(ledger: Annotated[str, typer.Argument(help="A ledger (.sqlite) or an 
         else:
             for r in doc["runs"]:
                 state = "intact" if r["ok"] else f"BROKEN at {len(r['breaks'])} place(s)"
-                typer.echo(f"run {r['run_id']}: {r['rows']} rows, chain {state}; head {r['head']['hash']}")
+                typer.echo(one_line(f"run {r['run_id']}: {r['rows']} rows, chain {state}; head {r['head']['hash']}"))
                 for b in r["breaks"]:
-                    typer.echo(f"  seq {b['seq']}  {b['key'] or '-'}: {b['problem']}")
+                    typer.echo(one_line(f"  seq {b['seq']}  {b['key'] or '-'}: {b['problem']}"))
         if not doc["ok"]:
             raise typer.Exit(1)
 

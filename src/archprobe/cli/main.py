@@ -16,6 +16,22 @@ from archprobe.cli import adapt_cmd, card_cmd, eval_cmd, inspect_cmd, memory_cmd
 from archprobe.cli.errors import debug, describe, one_line
 
 
+def _kinds(name: str) -> tuple[type, ...]:
+    """`name` from click and from typer's vendored copy of it (typer >= 0.17 raises its own classes)."""
+    found = []
+    for module in ("click.exceptions", "typer._click.exceptions", "typer.exceptions"):
+        try:
+            kind = getattr(__import__(module, fromlist=[name]), name, None)
+        except ImportError:
+            kind = None
+        if isinstance(kind, type) and kind not in found:
+            found.append(kind)
+    return tuple(found)
+
+
+NO_ARGS_IS_HELP, USAGE_ERROR, ABORT = _kinds("NoArgsIsHelpError"), _kinds("ClickException"), _kinds("Abort")
+
+
 class ArchprobeGroup(TyperGroup):
     """The root command: every command and sub-command runs inside `main` below, so none can forget
     the error mapping; click's own usage errors become one line too (exit 2)."""
@@ -25,13 +41,13 @@ class ArchprobeGroup(TyperGroup):
             warnings.simplefilter("ignore")   # library warnings are not for the user's stderr
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.NoArgsIsHelpError as exc:
-            click.echo(exc.ctx.get_help() if exc.ctx else "archprobe --help")
+        except NO_ARGS_IS_HELP as exc:
+            click.echo(exc.ctx.get_help() if getattr(exc, "ctx", None) else "archprobe --help")
             rv = 0
-        except click.ClickException as exc:
+        except USAGE_ERROR as exc:
             click.echo("error: " + one_line(exc.format_message()), err=True)
             rv = 2
-        except click.exceptions.Abort:
+        except ABORT:
             click.echo("error: interrupted", err=True)
             rv = 130
         except KeyboardInterrupt:

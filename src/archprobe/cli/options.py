@@ -52,6 +52,15 @@ def size(text: str, option: str) -> int:
     return n
 
 
+def finite(value: float | None, option: str, low: float = 0.0, high: float = 1e9) -> float | None:
+    """A float option that must be a finite number in [low, high] (nan and inf are not timeouts)."""
+    if value is None:
+        return None
+    if not (math.isfinite(value) and low <= value <= high):
+        raise OptionError(f"{option} {_show(value)}: a finite number from {low:g} to {high:g}")
+    return value
+
+
 def token_list(text: str, option: str) -> list[int]:
     items = [t for t in str(text).split(",") if t.strip()]
     if not items or len(items) > MAX_LIST:

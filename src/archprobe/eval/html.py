@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from html import escape as _escape
 
+from archprobe.untrusted import visible
+
 
 def escape(value) -> str:
     """Every interpolated value: HTML-escaped, quotes included (values in attributes are quoted)."""
-    return _escape(str(value), quote=True)
+    return _escape(visible(value), quote=True)
 
 STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}

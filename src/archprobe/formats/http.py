@@ -57,6 +57,7 @@ class GuardedHTTP:
     def get(self, url: str, limit: int, byte_range: tuple[int, int] | None = None, sink=None) -> Response:
         """GET `url` following redirects. 2xx bodies are kept up to `limit` bytes (more is an error), or
         written to `sink(bytes)` when given; `byte_range=(first, last)` asks for those bytes only."""
+        _check_url(url)
         headers = dict(self.headers)
         if byte_range is not None:
             headers["Range"] = f"bytes={byte_range[0]}-{byte_range[1]}"
@@ -69,8 +70,9 @@ class GuardedHTTP:
             if not location:
                 raise SourceError(f"{_show(url)}: HTTP {resp.status} redirect without a Location")
             url = urljoin(url, location)
-            if urlsplit(url).scheme not in ("http", "https"):
+            if not url.lower().startswith(("http://", "https://")):
                 raise SourceError(f"{_show(url)}: redirected to a non-HTTP URL; refused")
+            _check_url(url)
             if _origin(url) != origin:   # never hand the token to another host
                 headers.pop("Authorization", None)
                 headers.pop("authorization", None)
@@ -87,7 +89,8 @@ class GuardedHTTP:
                                   "refused", hint="raise ARCHPROBE_MAX_REQUESTS if the repo is that large")
         left = min(self.deadline.check(_show(url)), self.request_deadline_s)
         conn = self._connection(parts)
-        watchdog = threading.Timer(left, _shutdown, (conn,))
+        fired = threading.Event()
+        watchdog = threading.Timer(left, _shutdown, (conn, fired))
         watchdog.daemon = True
         watchdog.start()
         end = time.monotonic() + left
@@ -103,14 +106,18 @@ class GuardedHTTP:
             hdrs = {k.lower(): v for k, v in raw.getheaders()}
             if status in (200, 206):
                 body, keep = self._body(raw, hdrs, url, status, limit, byte_range, sink, end)
+                if fired.is_set():   # the watchdog ended the read: what arrived is not the whole answer
+                    raise TimeoutError("deadline")
             else:
                 body = _read_upto(raw, ERROR_BODY_BYTES, end, conn)
                 keep = False
+                if fired.is_set():
+                    raise TimeoutError("deadline")
             return Response(status, hdrs, body, url)
         except SourceError:
             raise
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            if time.monotonic() >= end - 0.01:
+            if fired.is_set() or time.monotonic() >= end - 0.01:
                 what = "the command's deadline" if self.deadline.left() <= 0 else "the request deadline"
                 raise _Transient(f"{_show(url)}: no complete answer within {left:.3g} s ({what})") from None
             raise _Transient(f"{_show(url)}: {type(exc).__name__} ({str(exc)[:80]})") from None
@@ -169,6 +176,10 @@ class GuardedHTTP:
                 return bytes(out), False   # we have what we wanted: drop the connection, the rest unread
         # a length-delimited body ends with read1 -> b"" without marking the response closed: close it, so
         # the kept-alive connection can carry the next request (only when the body was read to its end)
+        if time.monotonic() >= end:           # the watchdog ended the read: what arrived is not the body
+            raise TimeoutError("deadline")
+        if raw.length:                         # EOF before Content-Length: a truncated body, not a short one
+            raise http.client.IncompleteRead(bytes(out[-16:]), raw.length)
         complete = raw.isclosed() or raw.length == 0
         raw.close()
         return bytes(out), complete and not raw.will_close
@@ -217,14 +228,28 @@ def _read_upto(raw, limit: int, end: float, conn) -> bytes:
     return bytes(out[:limit])
 
 
-def _shutdown(conn: http.client.HTTPConnection) -> None:
+def _shutdown(conn: http.client.HTTPConnection, fired: threading.Event) -> None:
     """The watchdog: wake any blocked read on this connection (close() alone would not)."""
+    fired.set()
     sock = conn.sock
     if sock is not None:
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+def _check_url(url: str) -> None:
+    """A URL that http.client can be handed: http(s), a host, a valid port (a malformed one is one line)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError as exc:
+        raise SourceError(f"{url[:120]!r}: not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SourceError(f"{_show(url)}: not an http(s) URL")
+    if any(ord(c) < 33 or ord(c) == 127 for c in url):
+        raise SourceError(f"{url[:120]!r}: a URL with spaces or control characters")
 
 
 def _content_range(text: str) -> tuple[int, int] | None:

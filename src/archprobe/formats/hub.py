@@ -288,7 +288,6 @@ def open_hub(source: str, progress: Progress | None = None) -> RawCheckpoint:
         return h
 
     headers = _in_parallel(shards, one, progress)
-    check_distinct(headers, repo_id)
     return RawCheckpoint("hub", repo_id, revision, config, headers, warnings=warnings,
                          bytes_fetched=reader.bytes_read)
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import gc
 import math
+import operator
 import os
 import struct
 from contextlib import contextmanager
+from itertools import islice
 
 from archprobe.errors import CheckpointError
 from archprobe.formats.dtypes import DTYPE_BITS
@@ -178,23 +180,24 @@ def parse_header(raw: bytes, path: str, file_bytes: int | None = None) -> Header
                 if problem:
                     raise CheckpointError(path, problem)
             raise CheckpointError(path, "malformed header")  # pragma: no cover - the loop names it
-        spans.sort()
-        prev_end = 0
-        for begin, end in spans:
-            if begin < prev_end:
-                raise CheckpointError(path, _overlap_message(doc, begin))
-            prev_end = end
+        begin = _overlapping(spans)
+        if begin is not None:
+            raise CheckpointError(path, _overlap_message(doc, begin))
     return Header(name, tensors, metadata, 8 + len(raw), file_bytes if file_bytes is not None else -1, len(doc))
 
 
 def _fast_entries(doc: dict, file: str, data_bytes: int | None):
-    """The hot loop: validate every entry and fold expert enumerations. Returns None on any problem."""
+    """The hot loop: validate every entry and fold expert enumerations. Returns None on any problem.
+
+    Also returns the (begins, ends) of the non-empty tensors for the overlap check (`_overlapping`)."""
     prod = math.prod
     bits_of = DTYPE_BITS.get
     limit = data_bytes if data_bytes is not None else float("inf")
     tensors: list[TensorInfo] = []
-    folded: dict[tuple, TensorInfo] = {}
-    spans: list[tuple[int, int]] = []
+    folded: dict = {}   # (head, rest) -> (info, dtype, shape list); a differing dtype/shape gets its own key
+    begins: list[int] = []
+    ends: list[int] = []
+    add_begin, add_end = begins.append, ends.append
     for tname, entry in doc.items():
         dtype = entry["dtype"]
         shape = entry["shape"]
@@ -215,7 +218,8 @@ def _fast_entries(doc: dict, file: str, data_bytes: int | None):
         if bits is not None and n * bits != size * 8:
             return None, None
         if size:
-            spans.append((begin, end))
+            add_begin(begin)
+            add_end(end)
         head = None
         if EXPERT_MARK in tname:       # the common spelling, checked first: K3 has 494k of these
             head, _, tail = tname.rpartition(EXPERT_MARK)
@@ -230,21 +234,41 @@ def _fast_entries(doc: dict, file: str, data_bytes: int | None):
                 k = digits[-1]
                 head, idx, rest = ".".join(parts[:k]), parts[k], ".".join(parts[k + 1:])
         if head is not None:
-            key = (head, rest, dtype, tuple(shape))
-            info = folded.get(key)
-            if info is None:
-                folded[key] = info = TensorInfo(f"{head}.*.{rest}", dtype, key[3], size, file, 0, -1, tname)
-                tensors.append(info)
+            key = (head, rest)
+            got = folded.get(key)
+            if got is None or got[1] != dtype or got[2] != shape:
+                key = (head, rest, dtype, tuple(shape))
+                got = folded.get(key)
+                if got is None:
+                    info = TensorInfo(f"{head}.*.{rest}", dtype, key[3], size, file, 0, -1, tname)
+                    tensors.append(info)
+                    got = folded[key] = (info, dtype, shape)
+                    folded.setdefault((head, rest), got)
+            info = got[0]
             info.count += 1
             i = int(idx)
             if i > info.top:
                 info.top = i
             continue
         tensors.append(TensorInfo(tname, dtype, tuple(shape), size, file))
-    for info in folded.values():        # a "family" of one is just a tensor: keep its real name
+    for info, _, _ in folded.values():        # a "family" of one is just a tensor: keep its real name
         if info.count == 1:
             info.name, info.top = info.first, -1
-    return tensors, spans
+    return tensors, (begins, ends)
+
+
+def _overlapping(spans: tuple[list[int], list[int]]) -> int | None:
+    """A begin that falls inside another tensor's bytes, or None. Half-open spans [b, e) overlap nowhere
+    iff, with begins and ends each sorted, every next begin is >= the previous end (at any point x the
+    spans covering x number #{b <= x} - #{e <= x}); two int sorts beat one sort of tuples."""
+    begins, ends = spans
+    if len(begins) < 2:
+        return None
+    begins.sort()
+    ends.sort()
+    if not any(map(operator.lt, islice(begins, 1, None), ends)):
+        return None
+    return next(b for b, e in zip(islice(begins, 1, None), ends, strict=False) if b < e)
 
 
 def _overlap_message(doc: dict, begin: int) -> str:

@@ -106,38 +106,52 @@ def _check_inside(folder: str, path: str) -> str:
     return regular_file_inside(folder, path)
 
 
-def check_distinct(headers: list[Header], where: str) -> None:
-    """A tensor name in two shards is an error (100k shards repeating one name are not 100k tensors).
+class Distinct:
+    """Tensor names across shards, checked as each header arrives: a name in two shards is an error at
+    the second (100k shards repeating one name stop at the second shard, they are not 100k tensors).
 
-    Folded expert entries carry their largest expert index: more of them than indices 0..top is a repeat.
+    Folded expert entries carry their largest expert index: more of them than indices 0..top (so far)
+    is a repeat, by pigeonhole, whatever arrives later.
     """
-    seen: dict[str, str] = {}
-    experts: dict[str, list[int]] = {}
-    for h in headers:
+
+    def __init__(self, where: str):
+        self.where = where
+        self.seen: dict[str, str] = {}
+        self.experts: dict[str, list[int]] = {}
+
+    def add(self, h: Header) -> None:
         for t in h.tensors:
             if t.top < 0:
-                first = seen.setdefault(t.name, h.file)
+                first = self.seen.setdefault(t.name, h.file)
                 if first != h.file:
-                    raise CheckpointError(where, f"tensor {_short(t.name)} is in two shards ({_short(first)} and "
-                                                 f"{_short(h.file)})")
-            else:
-                acc = experts.setdefault(t.name, [0, -1])
-                acc[0] += t.count
-                acc[1] = max(acc[1], t.top)
-    for name, (count, top) in experts.items():
-        if count > top + 1:
-            raise CheckpointError(where, f"tensor {_short(name)}: {count:,} expert tensors for indices 0..{top}; "
-                                         "some names repeat across shards")
+                    raise CheckpointError(self.where, f"tensor {_short(t.name)} is in two shards ({_short(first)} "
+                                                      f"and {_short(h.file)})")
+                continue
+            acc = self.experts.setdefault(t.name, [0, -1])
+            acc[0] += t.count
+            acc[1] = max(acc[1], t.top)
+            if acc[0] > acc[1] + 1:
+                raise CheckpointError(self.where, f"tensor {_short(t.name)}: {acc[0]:,} expert tensors for indices "
+                                                  f"0..{acc[1]}; some names repeat across shards")
+
+
+def check_distinct(headers: list[Header], where: str) -> None:
+    """`Distinct` over headers already read."""
+    distinct = Distinct(where)
+    for h in headers:
+        distinct.add(h)
 
 
 class _Totals:
-    """Running totals while headers arrive: entries and header bytes against their caps."""
+    """Running totals while headers arrive: entries and header bytes against their caps, names distinct."""
 
     def __init__(self, where: str):
         self.where, self.entries, self.bytes = where, 0, 0
         self.max_entries, self.max_bytes = cap("MAX_TENSOR_ENTRIES"), cap("MAX_TOTAL_HEADER_BYTES")
+        self.distinct = Distinct(where)
 
     def add(self, h: Header) -> None:
+        self.distinct.add(h)
         self.entries += len(h.tensors)
         self.bytes += h.header_bytes
         if self.entries > self.max_entries:
@@ -216,7 +230,6 @@ def _open_local(source: str, progress: Progress | None) -> RawCheckpoint:
             progress(done[0], len(paths))
 
     headers = read_headers(paths, on_done=tick, folder=folder)
-    check_distinct(headers, source)
     return RawCheckpoint("local", os.path.abspath(source), None, config, headers, None, warnings)
 
 

@@ -42,13 +42,15 @@ def collect(source: str | None, context: str = "32k", batch: int = 1, budget: st
         adaptation = {"error": exc.message}
     validation = None
     if validate_json:
-        import json
-        from pathlib import Path
+        import os
 
-        try:
-            validation = json.loads(Path(validate_json).read_text())
-        except (OSError, ValueError) as exc:
-            raise ArchprobeError(f"{validate_json}: not a readable validate --json document ({exc})") from None
+        from archprobe.formats.jsontext import load_strict
+        from archprobe.formats.localfiles import read_capped
+
+        # a file someone else may have written: a regular file (no FIFO), capped, strict JSON
+        folder = os.path.dirname(os.path.abspath(validate_json))
+        raw = read_capped(folder, validate_json, 64 * 1024 * 1024, "the validate document")
+        validation = load_strict(raw, validate_json, "the validate document", 64 * 1024 * 1024)
         if validation.get("schema") != "archprobe.validate/1":
             raise ArchprobeError(f"{validate_json}: schema {validation.get('schema')!r}, expected archprobe.validate/1")
     elif run_validate:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from archprobe.report import svg
+from archprobe.untrusted import visible
 
 CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1100px;color:#222;padding:0 1em}
 h1{margin-bottom:.2em}nav a{margin-right:1em}table{border-collapse:collapse;margin:.6em 0}
@@ -20,7 +21,7 @@ def gib(b) -> str:
 
 def e(value) -> str:
     """Every interpolated value goes through here: HTML-escaped, quotes included (attributes use ')."""
-    return escape(str(value), quote=True)
+    return escape(visible(value), quote=True)
 
 
 def fmt(value, spec: str) -> str:
@@ -43,33 +44,33 @@ def render(data: dict) -> str:
     doc, mem = data["inspect"], data["memory"]
     arch = doc["architecture"]
     name = doc.get("wrapper_model_type") or doc["model_type"]
-    body = [f"<h1>archprobe report: {escape(str(name))}</h1>",
-            f"<p class=muted>source <code>{escape(doc['source']['location'])}</code> "
-            f"({escape(doc['source']['kind'])}); read from config.json and shard headers only.</p>",
+    body = [f"<h1>archprobe report: {e(name)}</h1>",
+            f"<p class=muted>source <code>{e(doc['source']['location'])}</code> "
+            f"({e(doc['source']['kind'])}); read from config.json and shard headers only.</p>",
             "<nav><a href='#structure'>structure</a><a href='#features'>features</a><a href='#layers'>layer plan</a>"
             "<a href='#params'>parameters</a><a href='#memory'>memory</a><a href='#adapt'>adaptation</a>"
             "<a href='#validate'>validation</a></nav>",
             _structure(doc, arch), _features(doc), _layers(doc), _params(doc), _memory(data, mem),
             _adapt(data.get("adapt") or {}), _validate(data.get("validate"))]
     return ("<!doctype html><html lang=en><head><meta charset=utf-8><link rel=icon href='data:,'>"
-            f"<title>archprobe report: {escape(str(name))}</title><style>{CSS}</style></head><body>"
+            f"<title>archprobe report: {e(name)}</title><style>{CSS}</style></head><body>"
             + "".join(body) + "<p class=muted>archprobe: read the weights, not the rumors.</p></body></html>")
 
 
 def _structure(doc, arch) -> str:
     p = doc["params"]
     rows = [("architectures", e(", ".join(map(str, doc.get("architectures") or [])))),
-            ("model_type", escape(str(doc["model_type"]))),
+            ("model_type", e(doc["model_type"])),
             ("layers", num("num-layers", arch["num_layers"])), ("hidden size", num("hidden-size", arch["hidden_size"])),
             ("attention heads / KV heads", f"{e(arch.get('num_heads'))} / {e(arch.get('num_kv_heads'))}"),
             ("mixers", num("mixers", ", ".join(f"{k}×{v}" for k, v in arch.get("mixers", {}).items()))),
-            ("FFNs", escape(", ".join(f"{k}×{v}" for k, v in arch.get("ffns", {}).items()))),
+            ("FFNs", e(", ".join(f"{k}×{v}" for k, v in arch.get("ffns", {}).items()))),
             ("experts (top-k)", f"{num('num-experts', arch.get('num_experts'))} ({num('top-k', arch.get('top_k'))})"),
             ("parameters total", num("params-total", p["total"])),
             ("parameters active", num("params-active", p["active"])),
             ("files / tensors", f"{fmt(doc['storage']['files'], ',')} / {fmt(doc['storage']['tensors'], ',')}"),
             ("stored bytes", num("storage-bytes", doc["storage"]["bytes"])),
-            ("quantization", escape(", ".join(f"{q['scheme']} ({q['tensors']:,} tensors)"
+            ("quantization", e(", ".join(f"{q['scheme']} ({q['tensors']:,} tensors)"
                                               for q in doc.get("quantization", [])) or "none"))]
     table = "".join(f"<tr><th>{k}</th><td class=num>{v}</td></tr>" for k, v in rows)
     warn = "".join(f"<li>{e(w)}</li>" for w in doc.get("warnings", []))
@@ -123,26 +124,26 @@ def _memory(data, mem) -> str:
 
 def _adapt(ad) -> str:
     if not ad or ad.get("error"):
-        return f"<section id=adapt><h2>Adaptation</h2><p>{escape(str(ad.get('error', 'not run')))}</p></section>"
-    rows = "".join(f"<tr id='adapt-{escape(r['framework'])}'><td>{escape(r['framework'])}</td>"
-                   f"<td>{escape(r['version'] or '')}</td><td class='{escape(r['status'].split()[0])}' "
-                   f"data-status='{escape(r['status'])}'>{escape(r['status'])}</td><td>{escape(r['known_as'] or '')}"
+        return f"<section id=adapt><h2>Adaptation</h2><p>{e(ad.get('error', 'not run'))}</p></section>"
+    rows = "".join(f"<tr id='adapt-{e(r['framework'])}'><td>{e(r['framework'])}</td>"
+                   f"<td>{e(r['version'] or '')}</td><td class='{e(r['status'].split()[0])}' "
+                   f"data-status='{e(r['status'])}'>{e(r['status'])}</td><td>{e(r['known_as'] or '')}"
                    f"</td><td>{', '.join(_feature_link(m) for m in r['missing'])}</td></tr>" for r in ad["frameworks"])
     shown = [r for r in ad["frameworks"] if r["installed"] and r["features"]]
-    head = "".join(f"<th>{escape(r['framework'])}</th>" for r in shown)
+    head = "".join(f"<th>{e(r['framework'])}</th>" for r in shown)
     matrix = "".join(f"<tr><td>{_feature_link(fid)}</td>" + "".join(
         _status_cell(ad["matrix"][fid][r["framework"]]) for r in shown) + "</tr>" for fid in ad["features"])
-    return (f"<section id=adapt><h2>Adaptation</h2><p class=muted>{escape(ad['note'])}</p><table><tr><th>framework"
+    return (f"<section id=adapt><h2>Adaptation</h2><p class=muted>{e(ad['note'])}</p><table><tr><th>framework"
             f"</th><th>version</th><th>status</th><th>known as</th><th>missing features</th></tr>{rows}</table>"
             f"<table><tr><th>feature</th>{head}</tr>{matrix}</table></section>")
 
 
 def _status_cell(status: str) -> str:
-    return f"<td class='{escape(status.split()[0])}'>{escape(status)}</td>"
+    return f"<td class='{e(status.split()[0])}'>{e(status)}</td>"
 
 
 def _feature_link(fid: str) -> str:
-    return f"<a href='#feature-{escape(fid)}'>{escape(fid)}</a>"
+    return f"<a href='#feature-{e(fid)}'>{e(fid)}</a>"
 
 
 def _validate(v) -> str:

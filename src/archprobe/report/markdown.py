@@ -11,14 +11,14 @@ import re
 from html import escape
 
 from archprobe.report.html import gib
+from archprobe.untrusted import visible
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
 
 
 def md(value) -> str:
     """`value` as inert Markdown text on one line."""
-    text = escape(str(value), quote=False)
-    text = "".join(ch if ch >= " " and ch != "\x7f" else " " for ch in text)
+    text = escape(visible(value), quote=False)
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 

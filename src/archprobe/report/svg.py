@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import math
-from html import escape
+from html import escape as _escape
+
+from archprobe.untrusted import visible
+
+
+def escape(value) -> str:
+    return _escape(visible(value), quote=True)
 
 PALETTE = {
     "kda": "#3a7bd5", "gated_deltanet": "#5aa0e8", "mamba2": "#7fb3d5", "mla": "#d5793a", "gqa": "#e0a35a",

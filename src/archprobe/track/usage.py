@@ -18,11 +18,11 @@ def scrape(url: str, timeout_s: float = 10.0) -> list[tuple[str, float, dict]]:
     from prometheus_client.parser import text_string_to_metric_families
 
     from archprobe.formats.http import GuardedHTTP, _Transient
-    from archprobe.formats.limits import Deadline
+    from archprobe.formats.limits import Deadline, cap
 
     hint = "the server's /metrics URL, e.g. http://host:8000/metrics"
     try:
-        resp = GuardedHTTP(Deadline(timeout_s, "scraping metrics")).get(url, MAX_BYTES)
+        resp = GuardedHTTP(Deadline(min(timeout_s, cap("DEADLINE_S")), "scraping metrics")).get(url, MAX_BYTES)
     except _Transient as exc:
         raise SourceError(f"cannot scrape metrics: {exc.message}", hint=hint) from None
     except SourceError as exc:
