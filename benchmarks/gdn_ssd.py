@@ -102,6 +102,7 @@ def add_rows(rows, verdicts, shape, regime, timed, anchor, ours, roof, ref, got)
     rows.append([shape, regime, ours, f"{tok:,.0f}", f"{ratio:.1f}x ({min(pairs):.1f}-{max(pairs):.1f})",
                  f"{tok / roof:.1%}", f"{err:.1e}"])
     verdicts.append((shape, regime, ratio, tok / roof))
+    print(" | ".join(rows[-1]), file=sys.stderr, flush=True)   # progress: the table comes at the end
 
 
 def main():

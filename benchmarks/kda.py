@@ -117,6 +117,7 @@ def main():
                 vs = f"{ratio:.1f}x ({spread(timed, best, name)})" if ratio else "no anchor"
                 err = f"{((o - fn()[0]).norm() / o.norm()).item():.1e}" if o is not None else "-"
                 rows.append([f"H={H} K=V={K}", regime, name, f"{tok:,.0f}", vs, f"{tok / roof:.1%}", err])
+                print(" | ".join(rows[-1]), file=sys.stderr, flush=True)   # progress: the table comes at the end
                 if "defaults" in name:
                     verdicts.append((H, K, regime, ratio, tok / roof, tok * flops_per_token(H, K, K, 64) / PEAK_FLOPS))
     print(table(rows, ["shape", "gates", "implementation", "tokens/s (median)",
