@@ -10,13 +10,17 @@ Only the line for S is sequential. Everything else is batched over all chunks: t
 triangular inverse, W and U before the loop; tril(A(Q, K)) V' after it. The loop does V', the
 (Q exp(G)) S term of O while S is in cache, and the state update.
 
-Numerics: exp(G_r - G_s) is never formed from exp(G_r) * exp(-G_s) over a whole chunk (that overflows
-once the decay sums past ~88). A is computed per sub-block of up to 32 rows as one matmul of two
-factors taken relative to a per-channel reference in the middle of the sub-block's decay range, so
-each factor stays within exp(+-MAX_SPAN) while their product is the exact exp(G_r - G_s) <= 1. With K3's
--5 bound a 32-token sub-block spans at most 155. Rows of a later sub-block meet an earlier one through
-two factors <= 1 around the earlier block's end. When a sub-block's span exceeds 2 * MAX_SPAN (unbounded
-gates), the exact but slower explicit form ([S, S, K] decay differences) is used instead.
+Numerics: no subnormal float is ever produced (x86 computes those in microcode, 10-100x slower per
+operation; exp of arguments below -87 ran 50x slower on the development host), with no process-wide
+flush-to-zero flag. exp(G_r - G_s) is never formed as exp(G_r) * exp(-G_s) over a whole chunk; the
+chunk is cut into sub-blocks whose decay spans at most 2 * HALF_SPAN in every channel (`sub_block`,
+sized from the decay), each carrying factors within exp(+-HALF_SPAN); rows of later sub-blocks meet
+earlier ones level by level through two factors <= 1 (`_decayed`). Every decay factor is clamped at
+exp(-30) (`chunking.decay_exp`): what that changes is below 1e-12 of the exact value, and a product of two
+factors and data stays a normal float. The triangular solve's entries fall with the chunk's slowest
+channel; past SOLVE_SPAN it runs in float64 (`_solve`), and `choose_chunk` shrinks the default chunk
+while a chunk's slowest channel decays past CHUNK_SOLVE_SPAN (down to MIN_CHUNK: only decays beyond ~30
+per token in every channel at once could still take subnormal float64 steps inside that solve).
 Legend: B batch, T tokens, H heads, K key dim, V value dim, N chunks, C chunk size, R = B * H.
 """
 
