@@ -121,3 +121,131 @@ def test_long_sequences_run_as_segments_exactly(monkeypatch, strong):
     (kda_recurrent(*xr)[0] * weight.double()).sum().backward()
     for name, a, b in zip("q k v g beta".split(), xr, xs, strict=True):
         assert compare(a.grad, b.grad)["rel_rms"] <= 1e-4, name
+
+
+# --- issue 17: the decay regimes users meet, the op's own chunk choice, the per-head form, no subnormals ---
+
+def regime_gate(regime, shape, gen):
+    """The gate regimes of benchmarks/kda.py: K3's -5*sigmoid (mild, typical, strong end) and Kimi Linear's
+    unbounded -exp(A)*softplus with exp(A) up to 16, plus a decay far past any factor's range."""
+    x = torch.randn(*shape, generator=gen)
+    if regime == "mild":
+        return -5 * torch.sigmoid(x - 4)
+    if regime == "k3":
+        return -5 * torch.sigmoid(x)
+    if regime == "k3_strong_end":
+        return -5 * torch.sigmoid(x + 4)
+    if regime == "unbounded":
+        return -(1 + 15 * torch.rand(shape[-1], generator=gen)) * F.softplus(x)
+    return -200 * torch.rand(*shape, generator=gen)   # "extreme": up to -200 per token
+
+
+REGIMES = ["mild", "k3", "k3_strong_end", "unbounded", "extreme"]
+
+
+def regime_inputs(regime, B=1, T=150, H=2, K=16, V=8, seed=0, per_head=False):
+    gen = torch.Generator().manual_seed(seed)
+    q = F.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1)
+    k = F.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1)
+    v = torch.randn(B, T, H, V, generator=gen)
+    g = regime_gate(regime, (B, T, H, 1 if per_head else K), gen)
+    beta = torch.sigmoid(torch.randn(B, T, H, generator=gen))
+    return q, k, v, (g.squeeze(-1) if per_head else g), beta
+
+
+def f64(*xs):
+    return [None if x is None else x.double() for x in xs]
+
+
+@pytest.mark.parametrize("regime", REGIMES)
+@pytest.mark.parametrize("chunk", [None, 16, 64])
+def test_chunked_equals_float64_recurrence_in_every_decay_regime(regime, chunk):
+    """Output and final state (from a non-zero initial state, T not a multiple of any chunk) against the
+    float64 recurrence, at the op's own chunk choice and at fixed ones."""
+    q, k, v, g, beta = regime_inputs(regime, seed=3)
+    s0 = torch.randn(1, 2, 16, 8, generator=torch.Generator().manual_seed(5))
+    ref, s_ref = kda_recurrent(*f64(q, k, v, g, beta), initial_state=s0.double(), output_final_state=True)
+    out, s = kda_chunked(q, k, v, g, beta, initial_state=s0, output_final_state=True, chunk_size=chunk)
+    assert_close("recurrent_vs_chunked", ref, out, name=f"{regime} C={chunk} output")
+    assert_close("recurrent_vs_chunked", s_ref, s, name=f"{regime} C={chunk} final state")
+
+
+@pytest.mark.parametrize("regime", ["k3", "k3_strong_end", "unbounded"])
+def test_gradients_at_the_default_chunk(regime):
+    """Gradients through the op as users call it (no chunk_size); T = 70 spans three chunks."""
+    q, k, v, g, beta = regime_inputs(regime, T=70, K=8, V=8, seed=11)
+    weight = torch.linspace(-1, 1, 70 * 2 * 8).view(1, 70, 2, 8)
+    assert_fast_gradients("q k v g beta".split(), (q, k, v, g, beta), weight, kda_recurrent, kda_recurrent,
+                          kda_chunked, bounds={"g": TOLERANCES[("decay_gradient", torch.float32)]})
+
+
+@pytest.mark.parametrize("regime", ["mild", "unbounded", "extreme"])
+def test_one_decay_per_head_as_gated_deltanet_passes_it(regime):
+    """g as [B, T, H] and as [B, T, H] expanded over K (stride 0) run the per-head form; both equal the
+    recurrence with the decay repeated over the channels; gradients too."""
+    q, k, v, g, beta = regime_inputs(regime, per_head=True, seed=2)
+    full = g.unsqueeze(-1).repeat(1, 1, 1, 16)
+    ref, s_ref = kda_recurrent(*f64(q, k, v, full, beta), output_final_state=True)
+    for gate in (g, g.unsqueeze(-1).expand(-1, -1, -1, 16)):
+        out, s = kda_chunked(q, k, v, gate, beta, output_final_state=True)
+        assert_close("recurrent_vs_chunked", ref, out, name=f"per-head {tuple(gate.shape)} output")
+        assert_close("recurrent_vs_chunked", s_ref, s, name=f"per-head {tuple(gate.shape)} final state")
+    rec3, _ = kda_recurrent(q, k, v, g, beta)   # the recurrence takes [B, T, H] gates too
+    assert_close("same_algorithm", ref, rec3, name="recurrent with a [B, T, H] gate")
+    weight = torch.linspace(-1, 1, 150 * 2 * 8).view(1, 150, 2, 8)
+    assert_fast_gradients("q k v g beta".split(), (q, k, v, g, beta), weight, kda_recurrent, kda_recurrent,
+                          kda_chunked, bounds={"g": TOLERANCES[("decay_gradient", torch.float32)]})
+
+
+def subnormal_count(x: torch.Tensor) -> int:
+    return int(((x != 0) & (x.abs() < torch.finfo(x.dtype).tiny)).sum())
+
+
+@pytest.mark.parametrize("regime", REGIMES)
+@pytest.mark.parametrize("per_head", [False, True])
+def test_no_subnormal_values_in_any_intermediate(regime, per_head):
+    """Every tensor the chunked form multiplies (decayed products, decayed copies, the solved inverse, the
+    state after each segment) holds normal floats or exact zeros: subnormal arithmetic is what made the
+    op 10x slower on x86 without flush-to-zero (issue 17)."""
+    import archprobe.ops.kda.chunked as chunked
+    from archprobe.ops.chunking import chunk_major
+
+    q, k, v, g, beta = regime_inputs(regime, T=128, K=32, V=16, per_head=per_head, seed=9)
+    g4 = chunked.per_head_gate(g)
+    C = chunked.choose_chunk(g4, 32, 16)
+    qc, kc, gc = (chunk_major(x, C, torch.float32) for x in (q, k, g4))
+    G = torch.ones(C, C).tril_() @ gc
+    d = chunked._decayed_per_head(qc, kc, G) if per_head else chunked._decayed(qc, kc, G, inference=True)
+    inverse = chunked._solve(d.A_kk, chunk_major(beta.unsqueeze(-1), C, torch.float32),
+                             -G[..., -1, :].amax(-1).amin().item())
+    for name in ("A_kk", "P_qk", "q_decayed", "k_decayed", "k_to_end"):
+        assert subnormal_count(getattr(d, name)) == 0, name
+    assert subnormal_count(inverse) == 0
+    out, s = kda_chunked(q, k, v, g, beta, output_final_state=True)
+    assert subnormal_count(out) == 0 and subnormal_count(s) == 0
+
+
+def test_the_op_picks_its_chunk_from_the_decay():
+    """32 for the gates models make (K3's bound, unbounded softplus); smaller only when a chunk's slowest
+    channel would decay past what even the float64 solve holds; an explicit chunk_size is used as given."""
+    import archprobe.ops.kda.chunked as chunked
+
+    for regime in ("mild", "k3", "k3_strong_end", "unbounded"):
+        assert chunked.choose_chunk(regime_inputs(regime, T=256)[3], 16, 8) == chunked.SHAPE_CHUNK, regime
+    g = torch.full((1, 256, 2, 16), -40.0)          # 32 tokens of it: 1280, past CHUNK_SOLVE_SPAN
+    assert chunked.choose_chunk(g, 16, 8) == chunked.MIN_CHUNK
+    assert chunked.choose_chunk(torch.full((1, 256, 2, 16), -20.0), 16, 8) == 16   # 32 x 20 = 640 > 500
+    assert chunked.choose_chunk(torch.full((1, 256, 2, 16), -10.0), 16, 8) == 32   # 32 x 10 = 320
+
+
+def test_sub_blocks_keep_every_factor_within_range():
+    """sub_block's choice: every channel of every block decays by at most 2 * HALF_SPAN inside it."""
+    import archprobe.ops.kda.chunked as chunked
+    from archprobe.ops.chunking import chunk_major
+
+    for regime in REGIMES:
+        g = chunk_major(regime_inputs(regime, T=128)[3], 32, torch.float32)
+        G = torch.ones(32, 32).tril_() @ g
+        s = chunked.sub_block(G)
+        Gs = G.view(*G.shape[:2], 32 // s, s, G.shape[-1])
+        assert s == 1 or (Gs[..., 0, :] - Gs[..., -1, :]).max() <= 2 * chunked.HALF_SPAN, regime

@@ -92,9 +92,18 @@ def _ssd_segment(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, S, Cc):
     q_decayed = Cm * decay_exp(cum)                                                # exp(cum_r) C_r
     u_to_end = u * L[:, :, -1, :].unsqueeze(-1)                                    # exp(sum of a after s) u_s
     decay_last = decay_exp(cum[:, :, -1:])                                         # [NC, R, 1, 1]
-    outs = []
-    for n in range(NC):   # the sequential part: read the state out, then carry it over the chunk
-        outs.append(q_decayed[n] @ S.mT)
-        S = S * decay_last[n] + u_to_end[n].mT @ Bm[n]
-    y = y + torch.stack(outs)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (y, S, q_decayed, u_to_end, Bm)):
+        outs = []
+        for n in range(NC):   # the sequential part: read the state out, then carry it over the chunk
+            outs.append(q_decayed[n] @ S.mT)
+            S = S * decay_last[n] + u_to_end[n].mT @ Bm[n]
+        y = y + torch.stack(outs)
+    else:   # in place: the read-out accumulates into y, the state alternates between two buffers
+        S, spare = S.clone(), torch.empty_like(S)
+        for y_n, q_n, d_n, u_n, b_n in zip(y.unbind(0), q_decayed.unbind(0), decay_last.unbind(0),
+                                           u_to_end.mT.unbind(0), Bm.unbind(0), strict=True):
+            y_n.baddbmm_(q_n, S.mT)
+            torch.mul(S, d_n, out=spare)
+            spare.baddbmm_(u_n, b_n)
+            S, spare = spare, S
     return y.view(NC, Bsz, H, Cc, P).permute(1, 0, 3, 2, 4).reshape(Bsz, NC * Cc, H, P)[:, :T], S

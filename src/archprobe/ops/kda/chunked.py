@@ -10,52 +10,46 @@ Only the line for S is sequential. Everything else is batched over all chunks: t
 triangular inverse, W and U before the loop; tril(A(Q, K)) V' after it. The loop does V', the
 (Q exp(G)) S term of O while S is in cache, and the state update.
 
-Numerics: exp(G_r - G_s) is never formed from exp(G_r) * exp(-G_s) over a whole chunk (that overflows
-once the decay sums past ~88). A is computed per sub-block of up to 32 rows as one matmul of two
-factors taken relative to a per-channel reference in the middle of the sub-block's decay range, so
-each factor stays within exp(+-MAX_SPAN) while their product is the exact exp(G_r - G_s) <= 1. With K3's
--5 bound a 32-token sub-block spans at most 155. Rows of a later sub-block meet an earlier one through
-two factors <= 1 around the earlier block's end. When a sub-block's span exceeds 2 * MAX_SPAN (unbounded
-gates), the exact but slower explicit form ([S, S, K] decay differences) is used instead.
+Numerics: no subnormal float is ever produced (x86 computes those in microcode, 10-100x slower per
+operation; exp of arguments below -87 ran 50x slower on the development host), with no process-wide
+flush-to-zero flag. exp(G_r - G_s) is never formed as exp(G_r) * exp(-G_s) over a whole chunk; the
+chunk is cut into sub-blocks whose decay spans at most 2 * HALF_SPAN in every channel (`sub_block`,
+sized from the decay), each carrying factors within exp(+-HALF_SPAN); rows of later sub-blocks meet
+earlier ones level by level through two factors <= 1 (`_decayed`). Every decay factor is clamped at
+exp(-30) (`chunking.decay_exp`): what that changes is below 1e-12 of the exact value, and a product of two
+factors and data stays a normal float. The triangular solve's entries fall with the chunk's slowest
+channel; past SOLVE_SPAN it runs in float64 (`_solve`), and `choose_chunk` shrinks the default chunk
+while a chunk's slowest channel decays past CHUNK_SOLVE_SPAN (down to MIN_CHUNK: only decays beyond ~30
+per token in every channel at once could still take subnormal float64 steps inside that solve).
 Legend: B batch, T tokens, H heads, K key dim, V value dim, N chunks, C chunk size, R = B * H.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
-from archprobe.ops.chunking import chunk_major, decay_exp
+from archprobe.ops.chunking import chunk_major, decay_exp, exp_floor
 
-SUB = 32            # rows per sub-block of the decayed products
-MAX_SPAN = 80.0     # the largest exponent one factor may carry: exp(80) ~ 5.5e34, far from float32's 3.4e38
-EXPLICIT_SUB = 16   # sub-blocks of the explicit form, whose [S, S, K] decay tensor grows with S^2
+SUB = 32            # the most rows per diagonal sub-block of the decayed products
+HALF_SPAN = 30.0    # a diagonal sub-block's factors stay within exp(+-30): products >= exp(-60) ~ 1e-26
+SOLVE_SPAN = 60.0   # a chunk whose slowest channel decays more than this is solved in float64
+SOLVE_FLOOR = 1e-15  # entries of the float64 inverse below this are zeroed before it returns to float32
 
 
-def _explicit_products(x_NRCK, y_NRCK, G_NRCK, include_diagonal: bool):
-    """A(X, Y) [..., C, C] from the decay differences themselves (exact for any decay, slower):
-    diagonal sub-blocks through an [S, S, K] decay tensor, earlier sub-blocks through factors <= 1."""
-    *lead, C, K = x_NRCK.shape
-    s = min(EXPLICIT_SUB, C)
-    n_sub = C // s
-    out = x_NRCK.new_zeros(*lead, C, C)
-    xs = x_NRCK.view(*lead, n_sub, s, K)
-    ys = y_NRCK.view(*lead, n_sub, s, K)
-    Gs = G_NRCK.view(*lead, n_sub, s, K)
-    diff = Gs.unsqueeze(-2) - Gs.unsqueeze(-3)                      # [.., s(r), s(s), K]
-    keep = torch.ones(s, s, dtype=torch.bool, device=x_NRCK.device).tril(0 if include_diagonal else -1)
-    decay = torch.where(keep[..., None], decay_exp(diff.clamp(max=0.0)), 0.0)   # above the diagonal diff > 0
-    diag = torch.einsum("...irc,...isc,...irsc->...irs", xs, ys, decay)
-    for i in range(n_sub):
-        out[..., i * s:(i + 1) * s, i * s:(i + 1) * s] = diag[..., i, :, :]
-        if i == 0:
-            continue
-        ref = G_NRCK[..., i * s - 1, :].unsqueeze(-2)                  # G at the end of the previous block
-        xf = xs[..., i, :, :] * decay_exp(Gs[..., i, :, :] - ref)         # <= 1
-        yf = y_NRCK[..., :i * s, :] * decay_exp(ref - G_NRCK[..., :i * s, :])   # <= 1
-        out[..., i * s:(i + 1) * s, :i * s] = xf @ yf.mT
-    return out
+def sub_block(G_NRCK) -> int:
+    """The largest power of two s <= SUB whose blocks of s tokens decay by at most 2 * HALF_SPAN in every
+    channel (so the factored form's factors stay within exp(+-HALF_SPAN)); 1 for decays beyond that."""
+    *lead, C, K = G_NRCK.shape
+    s = min(SUB, C)
+    while s > 1:
+        Gs = G_NRCK.view(*lead, C // s, s, K)
+        if (Gs[..., 0, :] - Gs[..., -1, :]).max() <= 2 * HALF_SPAN:
+            break
+        s //= 2
+    return s
 
 
 @dataclass
@@ -68,64 +62,113 @@ class Decayed:
     k_to_end: torch.Tensor     # [..., C, K] exp(G_last - G) K
 
 
-def _with_direct_exps(A_kk, P_qk, q_NRCK, k_NRCK, G_NRCK) -> Decayed:
-    """The products given; exp(G) and exp(G_last - G) each an exp of its own (both <= 1, any decay)."""
-    exp_G, G_last = decay_exp(G_NRCK), G_NRCK[..., -1:, :]
-    return Decayed(A_kk, P_qk, q_NRCK * exp_G, k_NRCK * exp_G, k_NRCK * decay_exp(G_last - G_NRCK))
+def _bmm_t(x, y):
+    """x [..., r, K] @ y[..., s, K]^T as one 3-D bmm (a 5-D matmul would copy the transposed operand)."""
+    *lead, r, K = x.shape
+    return torch.bmm(x.reshape(-1, r, K), y.reshape(-1, y.shape[-2], K).mT).view(*lead, r, y.shape[-2])
 
 
-def _explicit(q_NRCK, k_NRCK, G_NRCK) -> Decayed:
-    """Any decay: the products from decay differences, every factor an exp of its own."""
-    return _with_direct_exps(_explicit_products(k_NRCK, k_NRCK, G_NRCK, False),
-                             _explicit_products(q_NRCK, k_NRCK, G_NRCK, True), q_NRCK, k_NRCK, G_NRCK)
+def _decayed(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed:
+    """A(K, K), A(Q, K) and the three decayed copies, with one full-size exp and no subnormal anywhere.
 
-
-def _factored(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed | None:
-    """The fast form; None when a sub-block's decay span is too wide for it.
-
-    With ref the per-channel middle of a sub-block's G: exp(G_r - G_s) = exp(G_r - ref) exp(ref - G_s), two
-    factors within exp(+-MAX_SPAN). When the chunk is one sub-block, exp(G) = exp(G - ref) exp(ref) and
-    exp(G_last - G) = exp(ref - G) exp(G_last - ref) reuse the same factors: two exps in all (one exp
-    and a division without autograd)."""
-    *lead, C, K = k_NRCK.shape
-    s = min(SUB, C)
+    Sub-blocks of s tokens (`sub_block`), each with ref = the per-channel middle of its G, carry the only
+    full-size exps: row = exp(G_r - ref) and its reciprocal, both within exp(+-HALF_SPAN). Every other decay
+    is row or 1/row times a per-block factor exp(x) with x raised to `ref_floor` (so the product stays a
+    normal float), and the product raised to exp(floor) (so products of it with data do too):
+    - diagonal sub-blocks: exp(G_r - G_s) = row_r / row_s, one product per block;
+    - below them, level by level: in each block of 2b tokens (b = s, 2s, ..., C/2), the second half's rows
+      against the first half's columns, around m = G at the end of the first half: exp(G_r - G_s) =
+      exp(G_r - m) exp(m - G_s), both <= 1; each level one batched product over every block of every chunk;
+    - exp(G_r) = row_r exp(ref) and exp(G_last - G_r) = exp(G_last - ref) / row_r.
+    A factor raised to a floor was below exp(ref_floor + HALF_SPAN) ~ 2e-12 (float32): that is what the
+    floors can change, in products whose exact value is at most 1."""
+    N, R, C, K = k_NRCK.shape
+    s = sub_block(G_NRCK)
     n = C // s
-    Gs = G_NRCK.view(*lead, n, s, K)
-    first, last = Gs[..., :1, :], Gs[..., -1:, :]                    # [..., n, 1, K]
-    if (first - last).max() > 2 * MAX_SPAN:
-        return None
-    ref = (first + last) * 0.5
-    offset = Gs - ref                                                # in [-MAX_SPAN, MAX_SPAN]
+    low = math.exp(exp_floor(G_NRCK.dtype))
+    ref_floor = math.log(torch.finfo(G_NRCK.dtype).tiny) + HALF_SPAN + 4.0
+
+    def small_exp(x):   # the per-block factors
+        return x.clamp(min=ref_floor).exp()
+
+    def raised(x):      # a product of a full-size factor and a per-block one, raised to exp(floor)
+        return x.clamp_min_(low) if inference else x.clamp_min(low)
+
+    Gs = G_NRCK.view(N, R, n, s, K)
+    ref = (Gs[..., :1, :] + Gs[..., -1:, :]) * 0.5                  # [N, R, n, 1, K]
+    offset = Gs - ref                                                # within +-HALF_SPAN
     row = offset.exp()                                               # exp(G_r - ref)
-    # K exp(ref - G_s): K / row, but under autograd an exp (the gradient of 1 / row, 1 / row^2, would overflow)
-    ks, qs = k_NRCK.view(*lead, n, s, K), q_NRCK.view(*lead, n, s, K)
-    k_row, q_row = ks * row, qs * row
-    k_inv = ks / row if inference else ks * offset.neg_().exp_()
-    flat = (-1, s, K)   # 3-D bmm takes the transposed operand as is (a 5-D matmul would copy it)
-    col = k_inv.view(flat).mT
-    diag_k = torch.bmm(k_row.view(flat), col).view(*lead, n, s, s)
-    diag_q = torch.bmm(q_row.view(flat), col).view(*lead, n, s, s)
-    if n == 1 and ref.min() >= -MAX_SPAN:   # exp(ref) a normal float: exp(G) a product without underflow
-        exp_ref, exp_last = ref.exp(), (G_NRCK[..., -1:, :] - ref.squeeze(-2)).exp()
-        return Decayed(diag_k.view(*lead, C, C).tril_(-1), diag_q.view(*lead, C, C).tril_(0),
-                       (q_row * exp_ref).view(*lead, C, K), (k_row * exp_ref).view(*lead, C, K),
-                       (k_inv * exp_last.unsqueeze(-2)).view(*lead, C, K))
-    out_k, out_q = k_NRCK.new_zeros(*lead, C, C), k_NRCK.new_zeros(*lead, C, C)
-    for i in range(n):
-        block = slice(i * s, (i + 1) * s)
-        out_k[..., block, block] = diag_k[..., i, :, :]
-        out_q[..., block, block] = diag_q[..., i, :, :]
-    for j in range(n - 1):   # every later row against block j, around G at block j's end: two factors <= 1
-        block, later = slice(j * s, (j + 1) * s), slice((j + 1) * s, C)
-        end = last[..., j, :, :]
-        col = (k_NRCK[..., block, :] * decay_exp(end - G_NRCK[..., block, :])).mT
-        rows = decay_exp(G_NRCK[..., later, :] - end)
-        out_k[..., later, block] = (k_NRCK[..., later, :] * rows) @ col
-        out_q[..., later, block] = (q_NRCK[..., later, :] * rows) @ col
-    return _with_direct_exps(out_k.tril_(-1), out_q.tril_(0), q_NRCK, k_NRCK, G_NRCK)
+    # 1 / row by a reciprocal, but under autograd an exp (one less saved tensor in the gradient's chain)
+    inv_row = row.reciprocal() if inference else offset.neg().exp()
+    ks, qs = k_NRCK.view(N, R, n, s, K), q_NRCK.view(N, R, n, s, K)
+    A_kk, P_qk = k_NRCK.new_zeros(N, R, C, C), k_NRCK.new_zeros(N, R, C, C)
+    if s > 1:
+        col = ks * inv_row                                           # K exp(ref - G_s)
+        for out, x in ((A_kk, ks), (P_qk, qs)):   # the diagonal blocks of out, as a [N, R, s, s, n] view
+            out.view(N, R, n, s, n, s).diagonal(dim1=2, dim2=4).copy_(_bmm_t(x * row, col).permute(0, 1, 3, 4, 2))
+    else:   # one token per block: only A(Q, K)'s diagonal, q_r . k_r
+        P_qk.diagonal(dim1=-2, dim2=-1).copy_((q_NRCK * k_NRCK).sum(-1))
+    b = s
+    while b < C:
+        nb, per = C // (2 * b), b // s                                # blocks of 2b; sub-blocks per half
+        m = G_NRCK.view(N, R, nb, 2, b, K)[:, :, :, 0, -1:, :].unsqueeze(-3)   # [N, R, nb, 1, 1, K]
+        refs = ref.view(N, R, nb, 2, per, 1, K)
+        rows = raised(row.view(N, R, nb, 2, per, s, K)[:, :, :, 1] * small_exp(refs[:, :, :, 1] - m))
+        cols = raised(inv_row.view(N, R, nb, 2, per, s, K)[:, :, :, 0] * small_exp(m - refs[:, :, :, 0]))
+        col = k_NRCK.view(N, R, nb, 2, b, K)[:, :, :, 0] * cols.view(N, R, nb, b, K)
+        rows = rows.view(N, R, nb, b, K)
+        for out, x in ((A_kk, k_NRCK), (P_qk, q_NRCK)):   # rows of the second halves, columns of the first
+            block = out.view(N, R, nb, 2, b, nb, 2, b).diagonal(dim1=2, dim2=5)[:, :, 1, :, 0]   # [N, R, b, b, nb]
+            block.copy_(_bmm_t(x.view(N, R, nb, 2, b, K)[:, :, :, 1] * rows, col).permute(0, 1, 3, 4, 2))
+        b *= 2
+    exp_G = raised(row * small_exp(ref)).view(N, R, C, K)
+    exp_end = raised(inv_row * small_exp(G_NRCK[:, :, None, -1:, :] - ref)).view(N, R, C, K)
+    return Decayed(A_kk.tril_(-1), P_qk.tril_(0), q_NRCK * exp_G, k_NRCK * exp_G, k_NRCK * exp_end)
+
+
+def _decayed_per_head(q_NRCK, k_NRCK, G_NRC1) -> Decayed:
+    """The same with one decay per head (Gated DeltaNet): exp(G_r - G_s) is a [C, C] matrix per chunk, taken
+    directly (C exps per token instead of K) and applied to the plain products Q K^T and K K^T."""
+    decay = decay_exp((G_NRC1 - G_NRC1.mT).clamp_(max=0.0))          # [N, R, C, C]; above the diagonal 1
+    exp_G, exp_end = decay_exp(G_NRC1), decay_exp(G_NRC1[..., -1:, :] - G_NRC1)
+    return Decayed((_bmm_t(k_NRCK, k_NRCK) * decay).tril_(-1), (_bmm_t(q_NRCK, k_NRCK) * decay).tril_(0),
+                   q_NRCK * exp_G, k_NRCK * exp_G, k_NRCK * exp_end)
+
+
+def _solve(A_kk, beta, slowest_span: float):
+    """(I + diag(beta) A)^-1 diag(beta), by one batched triangular solve. Its entries fall like the decay of
+    the chunk's slowest channel; past SOLVE_SPAN (float32 steps could turn subnormal) it is solved in
+    float64, and entries below SOLVE_FLOOR (contributions < 1e-15) are zeroed on the way back."""
+    L = A_kk * beta
+    dt = L.dtype
+    if dt != torch.float64 and slowest_span > SOLVE_SPAN:
+        L = L.double()
+    eye = torch.eye(L.shape[-1], dtype=L.dtype, device=L.device)
+    inverse = torch.linalg.solve_triangular(L, eye.expand_as(L), upper=False, unitriangular=True)
+    if inverse.dtype != dt:
+        inverse = inverse.masked_fill(inverse.abs() < SOLVE_FLOOR, 0.0).to(dt)
+    return inverse * beta.mT
 
 
 SEGMENT_BYTES = 4 << 20   # a segment's q, k, v in float32: small enough to stay in a core's cache
+SHAPE_CHUNK = 32          # the chunk the op picks before it looks at the decay (benchmarks/kda.py: fastest on CPU)
+MIN_CHUNK = 16
+CHUNK_SOLVE_SPAN = 500.0  # the most a chunk's slowest channel may decay: float64 holds exp(-700)
+
+
+def choose_chunk(g_BTHK: torch.Tensor, K: int, V: int) -> int:
+    """The chunk size when the caller gives none: SHAPE_CHUNK, halved (down to MIN_CHUNK) while some
+    chunk's slowest channel decays by more than CHUNK_SOLVE_SPAN, which even the float64 solve could not
+    hold without subnormal steps. One pass over g."""
+    B, T, H, Kg = g_BTHK.shape
+    C = SHAPE_CHUNK
+    while C > MIN_CHUNK and T >= C:
+        n = T // C
+        sums = g_BTHK[:, :n * C].float().reshape(B, n, C, H, Kg).sum(2)        # each chunk's decay per channel
+        if -sums.amax(-1).amin().item() <= CHUNK_SOLVE_SPAN:
+            break
+        C //= 2
+    return C
 
 
 def segment_tokens(B: int, H: int, K: int, V: int, chunk: int) -> int:
@@ -137,13 +180,27 @@ def segment_tokens(B: int, H: int, K: int, V: int, chunk: int) -> int:
     return max(chunk, tokens // chunk * chunk)
 
 
+def per_head_gate(g: torch.Tensor) -> torch.Tensor:
+    """g as [B, T, H, K], or [B, T, H, 1] when it holds one decay per head: given as [B, T, H] or
+    expanded over K (stride 0, as Gated DeltaNet passes it), which the op then runs in its per-head form."""
+    if g.dim() == 3:
+        return g.unsqueeze(-1)
+    if g.shape[-1] > 1 and g.stride(-1) == 0:
+        return g[..., :1]
+    return g
+
+
 def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial_state=None,
-                output_final_state=False, chunk_size=64):
-    """Same contract as `kda_recurrent`; chunk_size a power of two (32 is the fastest on CPU)."""
-    if chunk_size < 1 or chunk_size & (chunk_size - 1):
-        raise ValueError(f"chunk_size {chunk_size} must be a power of two (16, 32, 64, ...)")
+                output_final_state=False, chunk_size=None):
+    """Same contract as `kda_recurrent`. chunk_size: a power of two, or None (the default) for the op's
+    own choice from the shape and the decay (`choose_chunk`)."""
     B, T, H, K = k_BTHK.shape
     V = v_BTHV.shape[-1]
+    g_BTHK = per_head_gate(g_BTHK)
+    if chunk_size is None:
+        chunk_size = choose_chunk(g_BTHK, K, V)
+    if chunk_size < 1 or chunk_size & (chunk_size - 1):
+        raise ValueError(f"chunk_size {chunk_size} must be a power of two (16, 32, 64, ...)")
     scale = K ** -0.5 if scale is None else scale
     out = torch.empty(B, T, H, V, dtype=q_BTHK.dtype, device=q_BTHK.device)
     L = segment_tokens(B, H, K, V, chunk_size)
@@ -170,18 +227,30 @@ def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state,
     beta = chunk_major(beta_BTH.unsqueeze(-1), C, dt)              # [N, R, C, 1]
     G = torch.ones(C, C, dtype=dt, device=q.device).tril_() @ g     # the in-chunk cumsum, as a matmul (faster)
     grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, g, beta, initial_state))
-    d = _factored(q, k, G, inference=not grad) or _explicit(q, k, G)
-    eye = torch.eye(C, dtype=dt, device=q.device)
-    # (I + beta A)^-1 once (rhs width C), beta folded in as a column scale: [W | U] = inverse diag(beta) [exp(G) K | V]
-    inverse = torch.linalg.solve_triangular(d.A_kk * beta, eye.expand_as(d.A_kk), upper=False, unitriangular=True)
-    inverse = inverse * beta.mT
-    W, U = inverse @ d.k_decayed, inverse @ v
+    d = _decayed_per_head(q, k, G) if G.shape[-1] == 1 < K else _decayed(q, k, G, inference=not grad)
+    slowest_span = -G[..., -1, :].amax(-1).amin().item()
+    inverse = _solve(d.A_kk, beta, slowest_span)
     decay_last = decay_exp(G[..., -1:, :]).mT                        # [N, R, K, 1]
     S0 = (torch.zeros(R, K, V, dtype=dt, device=q.device) if initial_state is None
           else initial_state.to(dt).reshape(R, K, V))
-    o, v_new, S = _state_loop(S0, U, W, decay_last, d.k_to_end, d.q_decayed, grad)
-    # O = scale (Q exp(G) S + P V'), the scale folded into the matmul
-    o = o.view(N * R, C, V).baddbmm_(d.P_qk.view(N * R, C, C), v_new.view(N * R, C, V), beta=scale, alpha=scale)
+    if grad:
+        W, U = inverse @ d.k_decayed, inverse @ v
+        o, v_new, S = _state_loop_autograd(S0, U, W, decay_last, d.k_to_end, d.q_decayed)
+        # O = scale (Q exp(G) S + P V'), the scale folded into the matmul
+        o = o.view(N * R, C, V).baddbmm(d.P_qk.view(N * R, C, C), v_new.view(N * R, C, V), beta=scale, alpha=scale)
+    else:
+        # [W; exp(G) Q] and [U; 0] stacked per chunk: the loop reads the state with one product of 2C rows
+        WQ = torch.empty(N, R, 2 * C, K, dtype=dt, device=q.device)
+        UO = torch.empty(N, R, 2 * C, V, dtype=dt, device=q.device)
+        torch.matmul(inverse, d.k_decayed, out=WQ[:, :, :C])
+        WQ[:, :, C:] = d.q_decayed
+        torch.matmul(inverse, v, out=UO[:, :, :C])
+        UO[:, :, C:].zero_()
+        S = _state_loop(S0, UO, WQ, decay_last, d.k_to_end)
+        v_new, o = UO[:, :, :C], UO[:, :, C:]                            # V' and -Q exp(G) S
+        # O = scale (Q exp(G) S + P V') = -scale (-Q exp(G) S) + scale P V'
+        o = torch.baddbmm(o.reshape(N * R, C, V), d.P_qk.view(N * R, C, C), v_new.reshape(N * R, C, V),
+                          beta=-scale, alpha=scale)
     o_BTHV = o.view(N, B, H, C, V).permute(1, 0, 3, 2, 4)            # [B, N, C, H, V]
     if pad:
         out_BTHV.copy_(o_BTHV.reshape(B, N * C, H, V)[:, :T])
@@ -190,27 +259,28 @@ def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state,
     return S.view(B, H, K, V)
 
 
-def _state_loop(S0, U, W, decay_last, k_to_end, q_decayed, grad: bool):
-    """The sequential part, per chunk n: V' = U - W S, the read-out's Q exp(G) S while S is in cache, then
-    S = exp(G_last) S + (exp(G_last - G) K)^T V'. Returns (Q exp(G) S [N, R, C, V], V' [N, R, C, V], the
-    final S). Without autograd the loop works in place (V' overwrites U; two state buffers); with it every
-    step makes new tensors (out= and in-place updates of saved tensors are not differentiable)."""
-    N = U.shape[0]
-    if grad:
-        S, outs, v_new = S0, [], []
-        for n in range(N):
-            v_new.append(torch.baddbmm(U[n], W[n], S, alpha=-1))
-            outs.append(q_decayed[n] @ S)
-            S = torch.baddbmm(S * decay_last[n], k_to_end[n].mT, v_new[-1])
-        return torch.stack(outs), torch.stack(v_new), S
-    o = torch.empty_like(U)
+def _state_loop_autograd(S0, U, W, decay_last, k_to_end, q_decayed):
+    """The sequential part under autograd, per chunk n: V' = U - W S, the read-out's Q exp(G) S, then
+    S = exp(G_last) S + (exp(G_last - G) K)^T V', every step making new tensors (out= and in-place updates
+    of saved tensors are not differentiable). Returns (Q exp(G) S [N, R, C, V], V' [N, R, C, V], final S)."""
+    S, outs, v_new = S0, [], []
+    for n in range(U.shape[0]):
+        v_new.append(torch.baddbmm(U[n], W[n], S, alpha=-1))
+        outs.append(q_decayed[n] @ S)
+        S = torch.baddbmm(S * decay_last[n], k_to_end[n].mT, v_new[-1])
+    return torch.stack(outs), torch.stack(v_new), S
+
+
+def _state_loop(S0, UO, WQ, decay_last, k_to_end):
+    """The sequential part without autograd, in place, three products per chunk n: [U; 0] - [W; exp(G) Q] S
+    gives V' and -(the read-out's Q exp(G) S) at once (into UO), then S = exp(G_last) S + (exp(G_last - G) K)^T V'
+    (two state buffers). Returns the final S."""
+    C = k_to_end.shape[-2]
     S, spare = S0.clone(), torch.empty_like(S0)
     # per-chunk views made once, in C++ (indexing inside the loop costs more than the smallest steps)
-    for u, w, q, o_n, d, k_t in zip(U.unbind(0), W.unbind(0), q_decayed.unbind(0), o.unbind(0),
-                                   decay_last.unbind(0), k_to_end.mT.unbind(0), strict=True):
-        u.baddbmm_(w, S, alpha=-1)
-        torch.bmm(q, S, out=o_n)
+    for uo, wq, d, k_t in zip(UO.unbind(0), WQ.unbind(0), decay_last.unbind(0), k_to_end.mT.unbind(0), strict=True):
+        uo.baddbmm_(wq, S, alpha=-1)
         torch.mul(S, d, out=spare)
-        spare.baddbmm_(k_t, u)
+        spare.baddbmm_(k_t, uo[:, :C])
         S, spare = spare, S
-    return o, U, S
+    return S

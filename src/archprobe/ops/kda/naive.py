@@ -26,6 +26,7 @@ def kda_recurrent(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initi
     B, T, H, K = k_BTHK.shape
     V = v_BTHV.shape[-1]
     scale = K ** -0.5 if scale is None else scale
+    g_BTHK = g_BTHK.unsqueeze(-1) if g_BTHK.dim() == 3 else g_BTHK   # one decay per head (Gated DeltaNet)
     q, k, v, g, beta = (x.to(dt) for x in (q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH))
     S = (torch.zeros(B, H, K, V, dtype=dt, device=q.device) if initial_state is None
          else initial_state.to(dt).clone())
