@@ -97,3 +97,40 @@ def test_twin_vocabularies_differ():
         key = (layers, twin.words.get("embed_tokens") or twin.words.get("embed_in"))
         assert key not in seen, (twin.of, seen.get(key))
         seen[key] = twin.of
+
+
+def test_renamed_k3_same_tensors_new_paths(tmp_path):
+    """The renamed K3 helper on K3's tiny widths with real data: every tensor's bytes, dtype and shape
+    kept, every decoder path word renamed (vision kept), model types unknown, shards and index consistent."""
+    from archprobe.synthetic import tiny_k3_dims, write_k3_checkpoint
+
+    orig, ren = tmp_path / "k3", tmp_path / "k3-renamed"
+    write_k3_checkpoint(orig, tiny_k3_dims(), shards=2, sparse=False)
+    out = Z.write_renamed_k3(ren, source=orig, sparse=False)
+    assert out["shards"] == 2
+    a, b = {}, {}
+    for folder, acc in ((orig, a), (ren, b)):
+        for f in sorted(folder.glob("*.safetensors")):
+            header, start = Z._read_st_header(f)
+            header.pop("__metadata__", None)
+            raw = f.read_bytes()
+            for name, info in header.items():
+                lo, hi = info["data_offsets"]
+                acc[name] = (f.name, info["dtype"], info["shape"], raw[start + lo:start + hi])
+    assert out["tensors"] == len(a) == len(b)
+    for name, (shard, dtype, shape, data) in a.items():
+        new = Z.k3_rename(name)
+        assert b[new] == (shard, dtype, shape, data), name
+        if name.startswith(("vision_tower.", "mm_projector.")):
+            assert new == name
+        else:
+            assert not Z.unrenamed_words(name, new), (name, new)
+    words = {w for n in b if not n.startswith(("vision_tower.", "mm_projector.")) for w in n.split(".")}
+    assert not words & {"experts", "self_attn", "mlp", "shared_experts", "block_sparse_moe", "layers"}
+    index = json.loads((ren / "model.safetensors.index.json").read_text())
+    assert index["weight_map"] == {n: v[0] for n, v in b.items()}
+    cfg = json.loads((ren / "config.json").read_text())
+    assert cfg["model_type"] == "nova_omni" and cfg["text_config"]["model_type"] == "nova_text"
+    assert "auto_map" not in cfg and "auto_map" not in cfg["text_config"]
+    orig_cfg = json.loads((orig / "config.json").read_text())
+    assert cfg["text_config"]["linear_attn_config"] == orig_cfg["text_config"]["linear_attn_config"]

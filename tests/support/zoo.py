@@ -141,7 +141,7 @@ MEMBERS: dict[str, Member] = {m.name: m for m in [
     _m("gpt2", "gpt2", "dense conv1d learned_pos layernorm bias fused_qkv non_gated tied",
        "Conv1D weights are [in, out]; c_attn fused qkv", base=None, vocab_size=256, n_embd=64, n_layer=2, n_head=4,
        n_positions=64),
-    _m("gpt_bigcode", "gpt_bigcode", "dense mqa conv_like fused_qkv learned_pos layernorm bias tied",
+    _m("gpt_bigcode", "gpt_bigcode", "dense mqa fused_qkv learned_pos layernorm bias tied",
        "multi-query: c_attn is q plus one k and one v head", base=None, vocab_size=256, n_embd=64, n_layer=2,
        n_head=4, n_positions=64),
     _m("gpt_neo", "gpt_neo", "dense learned_pos local_attention layernorm tied",
@@ -217,7 +217,7 @@ MEMBERS: dict[str, Member] = {m.name: m for m in [
        "lm_head bias", num_local_experts=4, attention_bias=True, lm_head_bias=True, **_MOE),
     _m("jetmoe", "jetmoe", "moe mixture_of_attention exotic",
        "attention experts (MoA) as well as MLP experts; stacked weights", base=None, vocab_size=256,
-       hidden_size=64, num_hidden_layers=2, num_key_value_heads=2, kv_channels=16, intermediate_size=32,
+       hidden_size=64, num_hidden_layers=2, num_key_value_heads=2, kv_channels=16, intermediate_size=48,
        num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64),
     _m("dbrx", "dbrx", "moe fused_experts fused_qkv layernorm_nobias clip_qkv",
        "Wqkv fused; experts stacked as mlp.w1/v1/w2 [E*F, H]", base=None, vocab_size=256, d_model=64,
@@ -226,7 +226,8 @@ MEMBERS: dict[str, Member] = {m.name: m for m in [
        ffn_config={"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2}),
     _m("gpt_oss", "gpt_oss", "moe sinks bias stacked_experts sliding clamped_swiglu",
        "attention sinks; experts stacked [E, H, 2F] with biases, interleaved gate/up; clamped SwiGLU; "
-       "router with bias; sliding/full alternation", head_dim=16, intermediate_size=32, num_local_experts=4,
+       "router with bias; sliding/full alternation; expert width 48 so 2F != hidden", head_dim=16,
+       intermediate_size=48, num_local_experts=4,
        sliding_window=4, **_MOE),
     _m("deepseek_v2", "deepseek_v2", "moe mla shared_experts softmax_router",
        "DeepSeek-V2-Lite: MLA without q compression (q_lora_rank None), greedy softmax top-k",
@@ -261,7 +262,7 @@ MEMBERS: dict[str, Member] = {m.name: m for m in [
        moe_num_experts=8, moe_k=2, moe_num_shared_experts=1, moe_layer_start_index=1, tie_word_embeddings=False),
     _m("hunyuan_moe", "hunyuan_v1_moe", "moe shared_experts qk_norm", head_dim=16, num_experts=4, moe_topk=2),
     _m("flex_olmo", "flex_olmo", "moe post_norm qk_norm", num_experts=4, **_MOE),
-    _m("exaone_moe", "exaone_moe", "moe shared_experts sigmoid_router router_bias post_norm qk_norm sliding",
+    _m("exaone_moe", "exaone_moe", "moe shared_experts sigmoid_router router_bias qk_norm sliding",
        num_hidden_layers=4, sliding_window=4, sliding_window_pattern=4, moe_intermediate_size=32,
        num_experts=8, num_shared_experts=1, **_MOE),
     _m("minimax_m2", "minimax_m2", "moe qk_norm sigmoid_router router_bias", head_dim=16, intermediate_size=32,
@@ -274,10 +275,10 @@ MEMBERS: dict[str, Member] = {m.name: m for m in [
        hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=3, num_attention_heads=4,
        num_key_value_heads=2, num_dense_layers=1, num_experts=8, layer_types=["conv", "full_attention", "conv"],
        **_MOE),
-    _m("llama4", "llama4_text", "moe shared_experts qk_norm nope_layers chunked_attention sigmoid_router",
-       "Llama 4: stacked experts, one shared expert, every 4th layer NoPE, chunked attention",
-       num_hidden_layers=4, head_dim=16, intermediate_size=32, intermediate_size_mlp=128, num_local_experts=4,
-       num_experts_per_tok=1, attention_chunk_size=4),
+    _m("llama4", "llama4_text", "moe shared_experts qk_l2norm nope_layers chunked_attention sigmoid_router "
+       "stacked_experts", "Llama 4: stacked experts [E, H, 2F], one shared expert, every 4th layer NoPE, "
+       "chunked attention, weightless L2 qk-norm", num_hidden_layers=4, head_dim=16, intermediate_size=48,
+       intermediate_size_mlp=128, num_local_experts=4, num_experts_per_tok=1, attention_chunk_size=4),
     _m("longcat_flash", "longcat_flash", "moe mla zero_experts exotic",
        "LongCat-Flash: two attention + two MLP per layer, zero (identity) experts", base=None, vocab_size=256,
        hidden_size=64, num_layers=2, num_attention_heads=4, ffn_hidden_size=128, q_lora_rank=32, kv_lora_rank=16,
@@ -585,19 +586,24 @@ TWINS: dict[str, Twin] = {t.of: t for t in [
 ]}
 
 
-def _rename(name: str, twin: Twin) -> str:
-    for old, new in twin.prefix:
+# final name components that belong to the storage format, not the module path: kept by every rename
+FORMAT_SUFFIXES = frozenset({"weight", "bias", "weight_packed", "weight_scale", "weight_zero_point",
+                             "weight_global_scale", "input_global_scale", "weight_shape"})
+
+
+def rename_words(name: str, words: dict[str, str], prefix: tuple[tuple[str, str], ...] = ()) -> str:
+    """Rewrite leading `prefix` paths, then each dotted component through `words`; indices and the
+    format's own final component (weight, bias, weight_packed, ...) are kept."""
+    for old, new in prefix:
         if name.startswith(old):
             name = new + name[len(old):]
     parts = name.split(".")
-    out = []
-    for i, p in enumerate(parts):
-        last = i == len(parts) - 1
-        if p.isdigit() or (last and p in ("weight", "bias")):
-            out.append(p)
-        else:
-            out.append(twin.words.get(p, p))
-    return ".".join(out)
+    return ".".join(p if p.isdigit() or (i == len(parts) - 1 and p in FORMAT_SUFFIXES) else words.get(p, p)
+                    for i, p in enumerate(parts))
+
+
+def _rename(name: str, twin: Twin) -> str:
+    return rename_words(name, twin.words, twin.prefix)
 
 
 def rename_map(names, twin: Twin) -> dict[str, str]:
@@ -613,7 +619,7 @@ def unrenamed_words(original: str, renamed: str) -> set[str]:
     def words(n):
         parts = n.split(".")
         return {p for i, p in enumerate(parts)
-                if not p.isdigit() and not (i == len(parts) - 1 and p in ("weight", "bias"))}
+                if not p.isdigit() and not (i == len(parts) - 1 and p in FORMAT_SUFFIXES)}
     return words(original) & words(renamed)
 
 
@@ -670,6 +676,112 @@ def build_twin(name: str, root) -> Path:
             "notes": twin.notes, "params": info["params"], "hash": digest}
     meta_path.write_text(json.dumps(meta, indent=1))
     return ckpt
+
+
+# ------------------------------------------------------------------------------------------- renamed K3
+
+K3_WORDS: dict[str, str] = {
+    "language_model": "text", "model": "backbone", "layers": "blocks", "embed_tokens": "tok_emb",
+    "lm_head": "unembed", "norm": "final_norm",
+    "input_layernorm": "mixer_norm", "post_attention_layernorm": "ffn_norm",
+    # attention residuals (AttnRes): per-layer depth queries and their norms
+    "self_attention_res_norm": "mixer_depth_norm", "self_attention_res_proj": "mixer_depth_query",
+    "mlp_res_norm": "ffn_depth_norm", "mlp_res_proj": "ffn_depth_query",
+    "output_attn_res_norm": "final_depth_norm", "output_attn_res_proj": "final_depth_query",
+    "self_attn": "mixer",
+    # MLA
+    "q_a_proj": "q_down", "q_a_layernorm": "q_down_norm", "q_b_proj": "q_up", "kv_a_proj_with_mqa": "kv_down",
+    "kv_a_layernorm": "kv_down_norm", "kv_b_proj": "kv_up",
+    # KDA
+    "q_proj": "to_q", "k_proj": "to_k", "v_proj": "to_v", "q_conv1d": "conv_q", "k_conv1d": "conv_k",
+    "v_conv1d": "conv_v", "f_a_proj": "decay_down", "f_b_proj": "decay_up", "dt_bias": "decay_bias",
+    "A_log": "log_decay", "b_proj": "beta_proj", "o_norm": "out_norm", "g_proj": "out_gate", "o_proj": "to_out",
+    # FFN / MoE
+    "mlp": "ffn", "block_sparse_moe": "sparse_ffn", "gate": "router", "e_score_correction_bias": "router_bias",
+    "routed_expert_down_proj": "latent_in", "routed_expert_norm": "latent_norm",
+    "routed_expert_up_proj": "latent_out", "shared_experts": "always_on", "experts": "expert_bank",
+    "gate_proj": "gate_lin", "up_proj": "up_lin", "down_proj": "down_lin", "w1": "gate_lin", "w3": "up_lin",
+    "w2": "down_lin",
+}
+# the compressed-tensors ignore list, rewritten for the renamed modules (vision names are kept)
+K3_QUANT_IGNORE = ["re:.*mixer.*", "re:.*always_on.*", "re:.*ffn\\.(gate|up|down)_lin.*", "re:.*unembed.*",
+                   "re:.*vision_tower.*", "re:.*mm_projector.*"]
+
+
+def k3_rename(name: str) -> str:
+    """A K3 tensor name in the renamed K3 (the vision tower and projector keep their names)."""
+    if name.startswith(("vision_tower.", "mm_projector.")):
+        return name
+    return rename_words(name, K3_WORDS)
+
+
+def renamed_k3_config(config: dict) -> dict:
+    """K3's config with unknown model types and architectures, no auto_map, the quantization ignore list
+    renamed; every other key (linear_attn_config included) as K3 writes it."""
+    out = json.loads(json.dumps(config))
+    out.update(model_type="nova_omni", architectures=["NovaOmniForConditionalGeneration"])
+    out.pop("auto_map", None)
+    text = out["text_config"]
+    text.update(model_type="nova_text", architectures=["NovaTextForCausalLM"])
+    text.pop("auto_map", None)
+    text["quantization_config"]["ignore"] = list(K3_QUANT_IGNORE)
+    return out
+
+
+def _read_st_header(path) -> tuple[dict, int]:
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        return json.loads(f.read(n)), 8 + n
+
+
+def write_renamed_k3(root, dims=None, *, shards: int = 96, sparse: bool = True, source=None) -> dict:
+    """The K3 checkpoint of archprobe.synthetic (real headers; data holes when `sparse`) with every
+    decoder module path renamed through K3_WORDS and unknown model types.
+
+    `source`: an existing folder written by `write_k3_checkpoint` (same dims and sparsity) to convert,
+    e.g. the session's k3_sparse fixture; otherwise one is written to a temporary folder first.
+    Returns {"tensors", "shards", "folder"}."""
+    import tempfile
+
+    from archprobe.formats.writer import write_safetensors
+    from archprobe.synthetic import K3Dims, write_k3_checkpoint
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = None
+    if source is None:
+        tmp = tempfile.mkdtemp(prefix="k3-original-", dir=root.parent)
+        write_k3_checkpoint(tmp, dims or K3Dims(), shards=shards, sparse=sparse)
+        source = tmp
+    try:
+        source = Path(source)
+        count = 0
+        files = sorted(p.name for p in source.iterdir() if p.name.endswith(".safetensors"))
+        for fname in files:
+            header, start = _read_st_header(source / fname)
+            metadata = header.pop("__metadata__", None)
+            entries = []
+            with open(source / fname, "rb") as f:
+                for name, info in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+                    data = None
+                    if not sparse:
+                        a, b = info["data_offsets"]
+                        f.seek(start + a)
+                        data = f.read(b - a)
+                    entries.append((k3_rename(name), info["dtype"], tuple(info["shape"]), data))
+            write_safetensors(root / fname, entries, metadata)
+            count += len(entries)
+        index = source / "model.safetensors.index.json"
+        if index.is_file():
+            idx = json.loads(index.read_text())
+            idx["weight_map"] = {k3_rename(k): v for k, v in idx["weight_map"].items()}
+            (root / index.name).write_text(json.dumps(idx))
+        config = json.loads((source / "config.json").read_text())
+        (root / "config.json").write_text(json.dumps(renamed_k3_config(config), indent=1))
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return {"tensors": count, "shards": len(files), "folder": str(root)}
 
 
 def build_all(root, names=None, twins=True) -> dict[str, Path]:
