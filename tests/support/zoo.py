@@ -57,11 +57,13 @@ class Member:
     notes: str = ""
     extra_keys: tuple[str, ...] = ()     # kwargs that are no dataclass field but the config reads (nested blocks)
     generic: bool = False                # start from GENERIC (only the keys the Config class declares)
+    hub_rope: bool = False               # rewrite config.json's rope the way the published checkpoint writes it
 
 
 def _m(name: str, model_type: str, tags: str, notes: str = "", *, base: dict | None = BASE,
-       extra_keys: tuple[str, ...] = (), **config) -> Member:
-    return Member(name, model_type, {**(base or {}), **config}, tuple(tags.split()), notes, extra_keys)
+       extra_keys: tuple[str, ...] = (), hub_rope: bool = False, **config) -> Member:
+    return Member(name, model_type, {**(base or {}), **config}, tuple(tags.split()), notes, extra_keys,
+                  hub_rope=hub_rope)
 
 
 # tiny widths under every name families use for them; a generic member takes the ones its Config declares
@@ -144,8 +146,9 @@ MEMBERS: dict[str, Member] = {m.name: m for m in [
        "GLM-4: post_self_attn_layernorm and post_mlp_layernorm", head_dim=16, attention_bias=True),
     _m("phi3", "phi3", "dense fused_qkv fused_gate_up", "qkv_proj and gate_up_proj fused",
        num_key_value_heads=4),
-    _m("phi3_longrope", "phi3", "dense fused_qkv fused_gate_up longrope",
-       "Phi-3-128k style longrope (short/long factors, original_max_position_embeddings)",
+    _m("phi3_longrope", "phi3", "dense fused_qkv fused_gate_up longrope hub_rope",
+       "Phi-3-128k style longrope (short/long factors); config.json as Phi-3's: rope_theta, rope_scaling "
+       "{type: longrope, long_factor, short_factor}, original_max_position_embeddings top-level", hub_rope=True,
        num_key_value_heads=4, max_position_embeddings=1024, original_max_position_embeddings=256,
        rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
                         "short_factor": [1.0 + i / 40 for i in range(8)],
@@ -256,8 +259,9 @@ MEMBERS: dict[str, Member] = {m.name: m for m in [
        num_hidden_layers=3, num_key_value_heads=4, moe_intermediate_size=32, n_routed_experts=8, n_shared_experts=1,
        kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, n_group=2,
        topk_group=1, first_k_dense_replace=1, **_MOE),
-    _m("deepseek_v3_yarn", "deepseek_v3", "moe mla shared_experts sigmoid_router router_bias groups yarn",
-       "DeepSeek-V3's real rope: YaRN factor 40 from 4096, mscale 1/1 (softmax scale changes too)",
+    _m("deepseek_v3_yarn", "deepseek_v3", "moe mla shared_experts sigmoid_router router_bias groups yarn hub_rope",
+       "DeepSeek-V3's real rope: YaRN factor 40 from 4096, mscale 1/1 (softmax scale changes too); config.json "
+       "written as the published one is: top-level rope_theta and rope_scaling with 'type': 'yarn'", hub_rope=True,
        num_hidden_layers=3, num_key_value_heads=4, moe_intermediate_size=32, n_routed_experts=8, n_shared_experts=1,
        kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, n_group=2,
        topk_group=1, first_k_dense_replace=1, max_position_embeddings=163840,
@@ -479,9 +483,25 @@ def _content_hash(member: Member) -> str:
     import transformers
 
     spec = {"v": ZOO_VERSION, "model_type": member.model_type, "config": member.config, "seed": SEED,
-            "generic": GENERIC if member.generic else None,
+            "generic": GENERIC if member.generic else None, "hub_rope": member.hub_rope,
             "noise": NOISE_STD, "prompt": PROMPT_IDS, "transformers": transformers.__version__}
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def hub_rope_config(config: dict) -> dict:
+    """config.json with transformers 5's `rope_parameters` written the pre-5 way published checkpoints use:
+    top-level `rope_theta` (and `partial_rotary_factor`, `original_max_position_embeddings` where the
+    scaling is longrope) and `rope_scaling` with a `type` key."""
+    out = dict(config)
+    rope = dict(out.pop("rope_parameters"))
+    out["rope_theta"] = rope.pop("rope_theta")
+    if "partial_rotary_factor" in rope:
+        out["partial_rotary_factor"] = rope.pop("partial_rotary_factor")
+    kind = rope.pop("rope_type")
+    if kind == "longrope":
+        out["original_max_position_embeddings"] = rope.pop("original_max_position_embeddings")
+    out["rope_scaling"] = None if kind == "default" else {"type": kind, **rope}
+    return out
 
 
 def make_config(member: Member):
@@ -598,6 +618,9 @@ def _build(name: str, member: Member, entry: Path, ckpt: Path, digest: str) -> P
         raise ValueError(f"{name}: non-finite reference logits")
     ckpt.mkdir(parents=True)
     model.save_pretrained(str(ckpt))
+    if member.hub_rope:
+        cfg_path = ckpt / "config.json"
+        cfg_path.write_text(json.dumps(hub_rope_config(json.loads(cfg_path.read_text())), indent=2, sort_keys=True))
     save_file({"logits": logits}, str(reference_logits_path(ckpt)))
     meta = {"name": name, "model_type": member.model_type, "class": type(model).__name__, "tags": list(member.tags),
             "notes": member.notes, "params": stored_elements(ckpt),
@@ -762,12 +785,16 @@ def twin_config(config: dict, twin: Twin) -> tuple[dict, dict]:
     """The twin's config.json and a record of what changed."""
     out = {k: v for k, v in config.items() if k not in twin.drop_keys and k not in _ATTN_COMMON}
     dropped = {k: config[k] for k in config if k in twin.drop_keys or k in _ATTN_COMMON}
-    out.update(twin.add_keys)
+    added = dict(twin.add_keys)
+    rope = config.get("rope_parameters")
+    if isinstance(rope, dict) and "rope_theta" in rope and "rope_theta" not in config:
+        added["rope_theta"] = rope["rope_theta"]      # the generic top-level key, beside rope_parameters
+    out.update(added)
     out["model_type"] = twin.model_type
     out["architectures"] = [twin.architecture]
     changes = {"model_type": [config.get("model_type"), twin.model_type],
                "architectures": [config.get("architectures"), out["architectures"]],
-               "dropped": dropped, "added": twin.add_keys, "notes": twin.notes}
+               "dropped": dropped, "added": added, "notes": twin.notes}
     return out, changes
 
 
