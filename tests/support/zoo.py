@@ -19,6 +19,12 @@ Layout under a root folder, one entry folder per member or twin:
 The reference logits live beside the checkpoint folder, not inside it, because a second
 .safetensors file inside would be read as a shard of the model.
 
+Members: MEMBERS (tags say what each exercises: dense/moe/mla/hybrid/mamba/parallel/post_norm/bias/
+fused_qkv/alibi/sliding/..., "exotic" for mechanisms few tools know; members_with() selects by tag).
+Families left out are in SKIPPED (with the reason) or NOT_DECODER_ONLY. Twins: TWINS, build_twin().
+The renamed full-size K3 (sparse headers): write_renamed_k3(). Fixtures: tests/support/zoo_fixtures.py
+(zoo_root, zoo, k3_renamed_sparse; ARCHPROBE_ZOO_DIR reuses a built folder).
+
 `python -m tests.support.zoo OUTDIR` builds everything and prints a table.
 """
 
@@ -442,6 +448,12 @@ MEMBERS: dict[str, Member] = {m.name: m for m in [
     _g("xlstm", "xlstm", "recurrent mlstm", "xLSTM mLSTM blocks"),
 ]}
 
+def members_with(*tags: str, without: tuple[str, ...] = ()) -> list[str]:
+    """Member names carrying every tag in `tags` and none in `without`, e.g. members_with("moe"),
+    members_with(without=("exotic",)) for the families a card is expected to explain fully."""
+    return [n for n, m in MEMBERS.items() if set(tags) <= set(m.tags) and not set(without) & set(m.tags)]
+
+
 # causal-LM families of the installed transformers (5.24) that are not members, with the reason
 SKIPPED: dict[str, str] = {
     "blt": "BltForCausalLM (byte latent transformer with local encoder/decoder and patcher): the tiny build "
@@ -688,7 +700,8 @@ TWINS: dict[str, Twin] = {t.of: t for t in [
           "mlp": "ff", "gate_proj": "gate_lin", "up_proj": "up_lin", "down_proj": "down_lin",
           "input_layernorm": "pre_attn_norm", "post_attention_layernorm": "pre_ff_norm", "embed_tokens": "embedding",
           "norm": "norm_out", "lm_head": "head"},
-         drop_keys=("max_window_layers", "use_sliding_window")),
+         prefix=(("model.", ""),), drop_keys=("max_window_layers", "use_sliding_window"),
+         notes="no wrapper module: h.3.attn.query_proj.weight, embedding.weight, head.weight"),
     Twin("qwen2_moe", "nimbus_moe", "NimbusMoeForCausalLM",
          {"model": "decoder", "layers": "layer", "self_attn": "attention", "q_proj": "to_q", "k_proj": "to_k",
           "v_proj": "to_v", "o_proj": "to_out", "mlp": "moe", "gate": "router", "experts": "expert_bank",
