@@ -294,7 +294,7 @@ MEMBERS: dict[str, Member] = {m.name: m for m in [
        num_experts=8, num_shared_experts=1, **_MOE),
     _m("minimax_m2", "minimax_m2", "moe qk_norm sigmoid_router router_bias", head_dim=16, intermediate_size=32,
        num_local_experts=8, **_MOE),
-    _m("afmoe", "afmoe", "moe shared_experts sliding gated_attention qk_norm sandwich_norm",
+    _m("afmoe", "afmoe", "moe shared_experts sliding gated_attention qk_norm sandwich_norm router_bias",
        num_hidden_layers=3, head_dim=16, moe_intermediate_size=32, num_experts=8, num_shared_experts=1,
        num_dense_layers=1, global_attn_every_n_layers=2, sliding_window=4, **_MOE),
     _m("lfm2_moe", "lfm2_moe", "moe hybrid short_conv router_bias",
