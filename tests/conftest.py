@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from archprobe.synthetic import K3Dims, tiny_k3_dims, write_k3_checkpoint
-from tests.support.zoo_fixtures import k3_renamed_sparse, zoo, zoo_root  # noqa: F401  (zoo session fixtures)
+from tests.support.zoo_fixtures import zoo, zoo_root  # noqa: F401  (session fixtures over the model zoo)
 
 
 @pytest.fixture(autouse=True)

@@ -29,13 +29,3 @@ def zoo(zoo_root) -> dict[str, Path]:
 
     return build_all(zoo_root)
 
-
-@pytest.fixture(scope="session")
-def k3_renamed_sparse(k3_sparse, tmp_path_factory) -> str:
-    """The full K3 inventory (the k3_sparse fixture) with its decoder module paths renamed
-    (tests/support/zoo.K3_WORDS) and unknown model types: sparse files, headers only."""
-    from tests.support.zoo import write_renamed_k3
-
-    folder = tmp_path_factory.mktemp("k3-renamed-sparse")
-    write_renamed_k3(folder, source=k3_sparse, sparse=True)
-    return str(folder)
