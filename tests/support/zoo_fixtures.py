@@ -28,3 +28,4 @@ def zoo(zoo_root) -> dict[str, Path]:
     from tests.support.zoo import build_all
 
     return build_all(zoo_root)
+
