@@ -31,6 +31,7 @@ from archprobe.formats.sources import (
     RawCheckpoint,
     _Totals,
     check_distinct,
+    numbered_shards,
     parse_config_bytes,
     parse_index_bytes,
     shard_names_from_index,
@@ -40,7 +41,6 @@ RETRIES = 5
 BACKOFF_S = 0.25
 PARALLEL = 16
 INDEX = "model.safetensors.index.json"
-NUMBERED = re.compile(r"^(?P<base>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.safetensors$")
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 
 
@@ -212,20 +212,6 @@ def _entry_size(entry: dict) -> int | None:
     if size is None:
         size = entry.get("size")
     return size if type(size) is int and 0 <= size < 1 << 62 else None
-
-
-def numbered_shards(files) -> list[str] | None:
-    """The complete `base-0000k-of-0000n.safetensors` set at the top of the repo, when there is exactly one."""
-    sets: dict[tuple[str, str], list[str]] = {}
-    for f in files:
-        m = NUMBERED.match(f) if "/" not in f else None
-        if m:
-            sets.setdefault((m["base"], m["count"]), []).append(f)
-    if len(sets) != 1:
-        return None
-    (base, count), names = next(iter(sets.items()))
-    expected = [f"{base}-{i:05d}-of-{count}.safetensors" for i in range(1, int(count) + 1)]
-    return expected if sorted(names) == expected else None
 
 
 def read_remote_header(reader: HubReader, filename: str, size: int | None) -> Header:

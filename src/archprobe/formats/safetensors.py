@@ -202,21 +202,9 @@ def _fast_entries(doc: dict, file: str, data_bytes: int | None):
         dtype = entry["dtype"]
         shape = entry["shape"]
         begin, end = entry["data_offsets"]
-        # parse before multiplying: sum() raises on a list/str/None element before prod() could
-        # repeat a sequence (`[300000000, [0]]` would build a 2.4 GB list), and the rank is capped
-        # so a product of huge ints stays cheap
-        if type(shape) is not list or len(shape) > MAX_DIMS:
+        if type(begin) is not int or type(end) is not int or not 0 <= begin <= end <= limit:
             return None, None
-        sum(shape)
-        n = prod(shape)
-        if (type(n) is not int or n < 0 or n > MAX_ELEMENTS or type(dtype) is not str or type(begin) is not int
-                or type(end) is not int or not 0 <= begin <= end <= limit
-                or (len(shape) > 1 and min(shape) < 0)):
-            return None, None
-        bits = bits_of(dtype)
         size = end - begin
-        if bits is not None and n * bits != size * 8:
-            return None, None
         if size:
             add_begin(begin)
             add_end(end)
@@ -234,17 +222,42 @@ def _fast_entries(doc: dict, file: str, data_bytes: int | None):
                 k = digits[-1]
                 head, idx, rest = ".".join(parts[:k]), parts[k], ".".join(parts[k + 1:])
         if head is not None:
-            key = (head, rest)
+            got = folded.get((head, rest))
+            # the common case: the dtype and shape of an already validated member of this family, so only
+            # the byte count needs checking (an equal list of equal numbers is that validated shape)
+            if got is not None and got[1] == dtype and got[2] == shape:
+                info = got[0]
+                if size != info.nbytes:
+                    return None, None
+                info.count += 1
+                i = int(idx)
+                if i > info.top:
+                    info.top = i
+                continue
+        # parse before multiplying: sum() raises on a list/str/None element before prod() could
+        # repeat a sequence (`[300000000, [0]]` would build a 2.4 GB list), and the rank is capped
+        # so a product of huge ints stays cheap
+        if type(shape) is not list or len(shape) > MAX_DIMS:
+            return None, None
+        sum(shape)
+        n = prod(shape)
+        if (type(n) is not int or n < 0 or n > MAX_ELEMENTS or type(dtype) is not str
+                or (len(shape) > 1 and min(shape) < 0) or not all(type(d) is int for d in shape)):
+            return None, None
+        bits = bits_of(dtype)
+        if bits is not None and n * bits != size * 8:
+            return None, None
+        if head is not None:
+            key = (head, rest, dtype, tuple(shape))
             got = folded.get(key)
-            if got is None or got[1] != dtype or got[2] != shape:
-                key = (head, rest, dtype, tuple(shape))
-                got = folded.get(key)
-                if got is None:
-                    info = TensorInfo(f"{head}.*.{rest}", dtype, key[3], size, file, 0, -1, tname)
-                    tensors.append(info)
-                    got = folded[key] = (info, dtype, shape)
-                    folded.setdefault((head, rest), got)
+            if got is None:
+                info = TensorInfo(f"{head}.*.{rest}", dtype, key[3], size, file, 0, -1, tname)
+                tensors.append(info)
+                got = folded[key] = (info, dtype, shape)
+                folded.setdefault((head, rest), got)
             info = got[0]
+            if size != info.nbytes:
+                return None, None
             info.count += 1
             i = int(idx)
             if i > info.top:

@@ -94,6 +94,26 @@ def shard_names_from_index(index: dict, where: str) -> list[str]:
     return names
 
 
+NUMBERED = re.compile(r"^(?P<base>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.safetensors$")
+
+
+def numbered_shards(files) -> list[str] | None:
+    """The complete `base-0000k-of-0000n.safetensors` set among `files` (top folder only), when there is
+    exactly one: then the index (K3's is 40 MB) need not be read to know the shards."""
+    sets: dict[tuple[str, str], list[str]] = {}
+    for f in files:
+        m = NUMBERED.match(f) if "/" not in f else None
+        if m:
+            sets.setdefault((m["base"], m["count"]), []).append(f)
+    if len(sets) != 1:
+        return None
+    (base, count), names = next(iter(sets.items()))
+    if int(count) > cap("MAX_SHARDS"):
+        return None
+    expected = [f"{base}-{i:05d}-of-{count}.safetensors" for i in range(1, int(count) + 1)]
+    return expected if sorted(names) == expected else None
+
+
 def _short(value) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -188,7 +208,14 @@ def _open_local(source: str, progress: Progress | None) -> RawCheckpoint:
         except OSError as exc:
             raise SourceError(f"{source}: cannot list the folder ({exc.strerror or exc})") from None
         index_path = os.path.join(folder, "model.safetensors.index.json")
-        if os.path.lexists(index_path):
+        numbered = numbered_shards(entries)
+        if numbered is not None:   # a complete numbered set: the shards are known without the index
+            paths = [os.path.join(folder, n) for n in numbered]
+            extra = {e for e in entries if e.endswith(".safetensors")} - set(numbered)
+            if extra:
+                warnings.append(f"{len(extra)} .safetensors file(s) outside the numbered shard set were ignored: "
+                                + ", ".join(_short(e) for e in sorted(extra)[:5]))
+        elif os.path.lexists(index_path):
             raw_index = read_capped(folder, index_path, cap("MAX_INDEX_BYTES"), "the index")
             index = parse_index_bytes(raw_index, index_path)
             del raw_index
