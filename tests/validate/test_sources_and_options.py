@@ -96,9 +96,8 @@ def test_pinned_moe_takes_the_pinned_choice():
     moe = MoE(16, 8, 2, 8, score="sigmoid", router_bias=False).eval()
     x = torch.randn(1, 5, 16)
     pin = torch.randn(1, 5, 16) * 3
-    moe.pin_input = pin
     with torch.no_grad():
-        moe(x)
+        moe(x, pin_input=pin)
     forced = moe.last_routing[0]
     _, expected = moe.route(pin.reshape(-1, 16))
     _, own = moe.route(x.reshape(-1, 16))

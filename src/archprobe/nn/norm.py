@@ -1,5 +1,7 @@
-"""RMSNorm (Llama-style: normalise in float32, cast back, then the gain) and the head-wise gated
-RMSNorm of KDA (`o_norm`: float32 throughout, times sigmoid(gate))."""
+"""The norms a decoder uses, picked by `make_norm(kind, ...)`: RMSNorm (Llama-style: normalise in
+float32, cast back, then the gain), the zero-centred RMSNorm whose gain is (1 + w) (Gemma, Qwen3-Next),
+LayerNorm with or without a bias (GPT-2, Phi, Cohere); and the head-wise gated RMSNorm of KDA
+(`o_norm`: float32 throughout, times sigmoid(gate))."""
 
 from __future__ import annotations
 
@@ -37,8 +39,35 @@ class ZeroCenteredRMSNorm(nn.Module):
         return (h * (1.0 + self.weight.float())).to(x.dtype)
 
 
-def make_norm(style: str, dim: int, eps: float) -> nn.Module:
-    return ZeroCenteredRMSNorm(dim, eps) if style == "zero_centered" else RMSNorm(dim, eps)
+class LayerNorm(nn.Module):
+    """(x - mean) / sqrt(var + eps) * weight [+ bias], in float32; `bias=False` for bias-free forms."""
+
+    def __init__(self, dim: int, eps: float = 1e-5, bias: bool = True):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        if bias:
+            self.bias = nn.Parameter(torch.zeros(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b = getattr(self, "bias", None)
+        return torch.nn.functional.layer_norm(x.float(), x.shape[-1:], self.weight.float(),
+                                              None if b is None else b.float(), self.eps).to(x.dtype)
+
+
+NORMS = ("rms", "zero_centered", "layer", "layer_nobias")
+
+
+def make_norm(kind: str, dim: int, eps: float) -> nn.Module:
+    """`rms` (also `standard`), `zero_centered` ((1 + w) gain), `layer` (LayerNorm with bias),
+    `layer_nobias`."""
+    if kind == "zero_centered":
+        return ZeroCenteredRMSNorm(dim, eps)
+    if kind in ("layer", "layer_nobias"):
+        return LayerNorm(dim, eps, bias=kind == "layer")
+    if kind not in ("rms", "standard"):
+        raise ValueError(f"norm kind {kind!r} is not one of {NORMS}")
+    return RMSNorm(dim, eps)
 
 
 class GatedRMSNorm(nn.Module):
