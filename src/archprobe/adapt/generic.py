@@ -11,7 +11,7 @@ NAME = "archprobe"
 
 def probe(config: dict, features: list[dict], present: set[str], shapes: dict[str, tuple]) -> dict:
     try:
-        from archprobe.validate.mapping import hybrid_config, module_name
+        from archprobe.validate.legacy_mapping import hybrid_config, module_name
     except ImportError:
         return not_installed(NAME + " validate", "pip install 'archprobe[torch]'")
     try:

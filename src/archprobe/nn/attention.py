@@ -90,8 +90,7 @@ class Attention(nn.Module):
             self.g_proj = nn.Linear(hidden, heads * head_dim, bias=False)
         if sinks:
             self.sinks = nn.Parameter(torch.zeros(heads))
-        if alibi:
-            self.register_buffer("alibi", alibi_slopes(heads), persistent=False)
+        self.alibi = alibi   # slopes computed per call: nothing to load, nothing left on the meta device
         self.gate = head_gate
         self.indexer = indexer
 
@@ -130,10 +129,11 @@ class Attention(nn.Module):
         if self.indexer is not None:
             mask = self.indexer.select(x, keys_idx, mask)
         bias = None
-        if hasattr(self, "alibi"):   # slope * (key position - query position); absolute positions
+        if self.alibi:   # slope * (key position - query position); absolute positions
             q_pos = torch.arange(start, start + T, device=x.device)
             k_pos = torch.arange(start + T - S, start + T, device=x.device)
-            bias = self.alibi[:, None, None] * (k_pos[None, :] - q_pos[:, None]).float()
+            slopes = alibi_slopes(self.heads).to(x.device)
+            bias = slopes[:, None, None] * (k_pos[None, :] - q_pos[:, None]).float()
         o = sdpa(q, k_all, v_all, mask, self.scale, softcap=self.softcap, sinks_H=getattr(self, "sinks", None),
                  bias_HTS=bias)
         if self.gate is not None:

@@ -40,31 +40,51 @@ class ZeroCenteredRMSNorm(nn.Module):
 
 
 class LayerNorm(nn.Module):
-    """(x - mean) / sqrt(var + eps) * weight [+ bias], in float32; `bias=False` for bias-free forms."""
+    """(x - mean) / sqrt(var + eps) * gain [+ bias], in float32. `bias=False` for bias-free forms,
+    `offset=True` for the (1 + w) gain (Nemotron's LayerNorm1P), `affine=False` for no parameters (OLMo)."""
 
-    def __init__(self, dim: int, eps: float = 1e-5, bias: bool = True):
+    def __init__(self, dim: int, eps: float = 1e-5, bias: bool = True, offset: bool = False, affine: bool = True):
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        if bias:
-            self.bias = nn.Parameter(torch.zeros(dim))
+        if affine:
+            self.weight = nn.Parameter(torch.zeros(dim) if offset else torch.ones(dim))
+            if bias:
+                self.bias = nn.Parameter(torch.zeros(dim))
+        self.eps, self.offset, self.dim = eps, offset, dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w, b = getattr(self, "weight", None), getattr(self, "bias", None)
+        if w is not None:
+            w = w.float() + 1.0 if self.offset else w.float()
+        return torch.nn.functional.layer_norm(x.float(), (self.dim,), w, None if b is None else b.float(),
+                                              self.eps).to(x.dtype)
+
+
+class PlainRMSNorm(nn.Module):
+    """RMSNorm without a gain (nanochat): x / rms(x)."""
+
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b = getattr(self, "bias", None)
-        return torch.nn.functional.layer_norm(x.float(), x.shape[-1:], self.weight.float(),
-                                              None if b is None else b.float(), self.eps).to(x.dtype)
+        return rms_normalise(x, self.eps).to(x.dtype)
 
 
-NORMS = ("rms", "zero_centered", "layer", "layer_nobias")
+NORMS = ("rms", "zero_centered", "layer", "layer_nobias", "layer_offset", "rms_noweight", "layer_noweight")
 
 
 def make_norm(kind: str, dim: int, eps: float) -> nn.Module:
     """`rms` (also `standard`), `zero_centered` ((1 + w) gain), `layer` (LayerNorm with bias),
-    `layer_nobias`."""
+    `layer_nobias`, `layer_offset` ((1 + w) gain and a bias), `rms_noweight`, `layer_noweight`."""
     if kind == "zero_centered":
         return ZeroCenteredRMSNorm(dim, eps)
-    if kind in ("layer", "layer_nobias"):
-        return LayerNorm(dim, eps, bias=kind == "layer")
+    if kind.startswith("layer"):
+        if kind not in NORMS:
+            raise ValueError(f"norm kind {kind!r} is not one of {NORMS}")
+        return LayerNorm(dim, eps, bias=kind in ("layer", "layer_offset"), offset=kind == "layer_offset",
+                         affine=kind != "layer_noweight")
+    if kind == "rms_noweight":
+        return PlainRMSNorm(dim, eps)
     if kind not in ("rms", "standard"):
         raise ValueError(f"norm kind {kind!r} is not one of {NORMS}")
     return RMSNorm(dim, eps)

@@ -1,0 +1,130 @@
+"""validate's load step: the checkpoint as inspect reads it, its card, and the tensor reader.
+
+The folder is opened by the formats layer (`open_source`: the same shard list, index rules, caps and
+header checks inspect uses; config.json parsed with its size cap), the card is derived once from that
+(or read from `--card`), and `TensorReader` fetches tensor data by checkpoint name from the shards
+those headers came from. The safetensors library only memory-maps the data of a tensor when asked;
+headers are never listed or parsed a second time here.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+
+from archprobe.errors import CheckpointError, SourceError
+from archprobe.formats.safetensors import EXPERT_MARK
+
+
+class TensorReader:
+    """checkpoint name -> tensor, for the shards of a RawCheckpoint (folded expert names unfolded)."""
+
+    def __init__(self, folder: str, headers):
+        self.folder = folder
+        self.files: dict[str, list[str]] = {}     # name as the header lists it (maybe folded) -> shard files
+        self.shapes: dict[str, tuple] = {}
+        for h in headers:
+            for t in h.tensors:
+                self.files.setdefault(t.name, []).append(t.file)
+                self.shapes.setdefault(t.name, tuple(t.shape))
+
+    @staticmethod
+    def folded(name: str) -> str:
+        """The header's folded spelling of a per-expert name (`...experts.7.w1.weight` -> `experts.*`)."""
+        if EXPERT_MARK in name:
+            head, _, tail = name.rpartition(EXPERT_MARK)
+            idx, dot, rest = tail.partition(".")
+            if dot and idx.isdigit():
+                return f"{head}{EXPERT_MARK}*.{rest}"
+        return name
+
+    def shape(self, name: str) -> tuple | None:
+        s = self.shapes.get(name)
+        return s if s is not None else self.shapes.get(self.folded(name))
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.files or self.folded(name) in self.files
+
+    def all_shapes(self, names) -> dict[str, tuple]:
+        return {n: s for n in names if (s := self.shape(n)) is not None}
+
+    @contextmanager
+    def session(self):
+        """Yields `get(name) -> tensor`; each shard is opened (memory-mapped) at most once per session."""
+        from safetensors import safe_open
+
+        with ExitStack() as stack:
+            handles: dict[str, object] = {}
+
+            def handle(file: str):
+                path = os.path.join(self.folder, file)
+                if file not in handles:
+                    try:
+                        handles[file] = stack.enter_context(safe_open(path, framework="pt"))
+                    except Exception as exc:   # the safetensors library raises its own error types
+                        raise CheckpointError(path, f"cannot open shard ({str(exc).splitlines()[0][:160]})") from None
+                return handles[file]
+
+            def get(name: str):
+                files = self.files.get(name) or self.files.get(self.folded(name))
+                if not files:
+                    raise CheckpointError(self.folder, f"tensor {name!r} is in no shard")
+                last = None
+                for file in files:   # a folded expert family may span shards: the one that has it
+                    try:
+                        return handle(file).get_tensor(name)
+                    except CheckpointError:
+                        raise
+                    except Exception as exc:
+                        last = (file, exc)
+                path = os.path.join(self.folder, last[0])
+                raise CheckpointError(path, f"cannot read tensor {name!r} "
+                                            f"({str(last[1]).splitlines()[0][:160]})") from None
+
+            yield get
+
+
+@dataclass
+class Loaded:
+    folder: str
+    config: dict
+    card: object                   # archprobe.structure.card.Card
+    reader: TensorReader
+    warnings: list
+
+
+def has_card_derivation() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("archprobe.structure.derive") is not None
+
+
+def derive_card(raw, card_path: str | None = None):
+    """The card of a RawCheckpoint, from structure/ (the one owner of what a model is); with `card_path`,
+    the user's card laid over it (fields that differ become the user's; checked against the shapes)."""
+    try:
+        from archprobe.structure.derive import derive
+    except ImportError:
+        raise SourceError("this archprobe has no card derivation (archprobe.structure.derive)") from None
+    derived = derive(raw)
+    if not card_path:
+        return derived.card
+    from archprobe.structure.card import load_card
+    from archprobe.structure.user_card import apply_user_card
+
+    return apply_user_card(derived.card, load_card(card_path), derived)
+
+
+def load(folder: str, card_path: str | None = None) -> Loaded:
+    """Open a local checkpoint folder through the formats layer and derive (or read) its card."""
+    from archprobe.formats.sources import open_source
+
+    raw = open_source(folder)
+    if raw.kind != "local" or raw.gguf_metadata is not None:
+        raise SourceError(f"{folder}: validate runs safetensors checkpoints (this is {raw.kind})")
+    if not raw.config:
+        raise SourceError(f"{folder}: no config.json")
+    base = raw.location if os.path.isdir(raw.location) else os.path.dirname(raw.location)
+    card = derive_card(raw, card_path)
+    return Loaded(base, raw.config, card, TensorReader(base, raw.headers), list(raw.warnings))
