@@ -62,7 +62,8 @@ class Attention(nn.Module):
                  head_gate: HeadGate | None = None, indexer: Indexer | None = None, norm_eps: float = 1e-6,
                  gate_in_q: bool = False, rotary_dim: int | None = None, norm_style: str = "standard",
                  rope: Rope | None = None, qkv_bias: bool = False, o_bias: bool = False, scale: float | None = None,
-                 softcap: float | None = None, sinks: bool = False, alibi: bool = False):
+                 softcap: float | None = None, sinks: bool = False, alibi: bool = False,
+                 qk_norm_after_rope: bool = False):
         """`gate_in_q`: Qwen3-Next's gated attention, q_proj emits [q | gate] per head (no g_proj).
         `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
         (one norm of head_dim shared by heads), `full` (one over the whole q / k projection)."""
@@ -80,6 +81,7 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(hidden, kv_heads * head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(heads * head_dim, hidden, bias=o_bias)
         self.qk_norm = "head" if qk_norm is True else (qk_norm or None)
+        self.qk_norm_after_rope = qk_norm_after_rope   # HunYuan normalises the rotated q and k
         if self.qk_norm not in (None, "head", "full"):
             raise ValueError(f"qk_norm must be 'head' or 'full', not {qk_norm!r}")
         if self.qk_norm:
@@ -106,7 +108,7 @@ class Attention(nn.Module):
         q = q.unflatten(-1, (self.heads, self.head_dim))
         k = k.unflatten(-1, (self.kv_heads, self.head_dim))
         v = v.unflatten(-1, (self.kv_heads, self.head_dim))
-        if self.qk_norm == "head":
+        if self.qk_norm == "head" and not self.qk_norm_after_rope:
             q, k = self.q_norm(q), self.k_norm(k)
         return q, k, v, q_gate
 
@@ -117,6 +119,8 @@ class Attention(nn.Module):
         if self.rope is not None:
             pos = torch.arange(start, start + T, device=x.device)
             q, k = self.rope.apply(q, pos), self.rope.apply(k, pos)
+        if self.qk_norm == "head" and self.qk_norm_after_rope:
+            q, k = self.q_norm(q), self.k_norm(k)
         keys_idx = self.indexer.keys(x) if self.indexer is not None else None
         if cache is not None:
             k_all, v_all = torch.cat([cache.k, k], 1), torch.cat([cache.v, v], 1)

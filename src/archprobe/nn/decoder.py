@@ -128,6 +128,8 @@ class HybridConfig:
     glu_limit: float = 7.0             # swiglu_oss clamp (gpt-oss swiglu_limit)
     # the families' switches: norms and their placement, biases, attention extras, model-level extras
     block: str = "pre"                 # pre | post | sandwich | parallel | parallel_shared (see DecoderLayer)
+    norm_placements: tuple | None = None  # which of pre_mixer, pre_ffn, post_mixer, post_ffn exist; None: the block's
+    qk_norm_after_rope: bool = False
     rope: Rope | None = None           # scaled / partial / interleaved rope; None: rope_theta, default
     attention_bias: bool = False       # q, k, v projections
     attention_out_bias: bool = False   # o projection
@@ -269,7 +271,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          norm_eps=cfg.rms_norm_eps, gate_in_q=cfg.attn_gate_in_q,
                          rotary_dim=int(d * cfg.partial_rotary_factor), norm_style=cfg.norm_style, rope=cfg.rope,
                          qkv_bias=cfg.attention_bias, o_bias=cfg.attention_out_bias, scale=cfg.attn_scale,
-                         softcap=cfg.attn_softcap, sinks=cfg.attn_sinks, alibi=cfg.alibi)
+                         softcap=cfg.attn_softcap, sinks=cfg.attn_sinks, alibi=cfg.alibi,
+                         qk_norm_after_rope=cfg.qk_norm_after_rope)
     return None
 
 
@@ -313,17 +316,21 @@ class DecoderLayer(nn.Module):
         self.index, self.residual, self.block = index, cfg.residual, cfg.block
         self.multiplier = cfg.residual_multiplier
         pre, post = cfg.block != "post", cfg.block in ("post", "sandwich")
+        where = cfg.norm_placements
+        if where is None:
+            where = (("pre_mixer",) if pre else ()) + (("pre_ffn",) if pre and cfg.block != "parallel_shared" else ())
+            where += ("post_mixer", "post_ffn") if post else ()
         self.self_attn = _mixer(cfg, mixer_kind)
-        if self.self_attn is not None:
-            if pre:
+        if self.self_attn is not None or cfg.block == "parallel_shared":
+            if "pre_mixer" in where:
                 self.input_layernorm = make_norm(cfg.norm_style, H, eps)
-            if post:
+            if "post_mixer" in where:
                 self.post_mixer_norm = make_norm(cfg.norm_style, H, eps)
         ffn = _ffn(cfg, ffn_kind)
         if ffn is not None:
-            if pre and cfg.block != "parallel_shared":
+            if "pre_ffn" in where:
                 self.post_attention_layernorm = make_norm(cfg.norm_style, H, eps)
-            if post:
+            if "post_ffn" in where:
                 self.post_ffn_norm = make_norm(cfg.norm_style, H, eps)
         if ffn_kind == "dense":
             self.mlp = ffn

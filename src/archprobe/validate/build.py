@@ -121,16 +121,25 @@ def _rope(card, head_dim: int | None, rope_dim: int | None = None):
     kind = r.type or "default"
     if kind not in ROPE_TYPES:
         raise Unsupported(f"rope.type {kind!r} (archprobe.nn knows {', '.join(ROPE_TYPES)})")
+    params = dict(r.scaling or {})   # the card's raw rope dict: factors and lists the fields do not name
     if rope_dim is None:
-        dim = int(head_dim * (r.partial_rotary_factor if r.partial_rotary_factor is not None else 1.0))
+        fraction = r.partial_rotary_factor
+        if fraction is None:
+            fraction = params.get("partial_rotary_factor", 1.0)
+        dim = int(head_dim * fraction)
     else:
         dim = rope_dim
-    params = dict(r.scaling or {})
     if r.factor is not None:
         params["factor"] = r.factor
     if r.original_max_position is not None:
         params["original_max_position_embeddings"] = r.original_max_position
-    return Rope(float(theta), dim - dim % 2, kind, params, bool(r.interleaved), card.max_position_embeddings)
+    rope = Rope(float(theta), dim - dim % 2, kind, params, bool(r.interleaved), card.max_position_embeddings)
+    try:
+        rope.inv_freq(1)
+    except ValueError as exc:   # "rope type 'longrope' needs short_factor"
+        key = str(exc).rsplit(" ", 1)[-1]
+        raise NeedsField(f"rope.scaling.{key}", f"rope type {kind}") from None
+    return rope
 
 
 def _yarn_mscale(card) -> float:
@@ -184,6 +193,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["attn_output_gate"] = gate == "sigmoid_g_proj"
         out["attn_gate_in_q"] = gate == "fused_in_q_proj"
         out["attn_scale"] = getattr(m, "scale", None)
+        out["qk_norm_after_rope"] = bool(getattr(m, "qk_norm_after_rope", None))
         no_rope = m.rope is False or m.alibi or card.embed.pos_kind in ("learned", "alibi", "none")
         out["rope"] = None if no_rope else _rope(card, out["head_dim"])
         out["rope_theta"] = None if out["rope"] is None else out["rope"].theta
@@ -208,9 +218,17 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
                    kda_gate="bounded" if m.gate_lower_bound is not None else "softplus",
                    gate_lower_bound=m.gate_lower_bound if m.gate_lower_bound is not None else -5.0,
                    use_full_rank_gate=has("mixer.g"), a_log_len=m.a_log_stored)
-    elif mk == "gated_deltanet":
-        raise Unsupported(f"{p}.mixer: Gated DeltaNet from a card needs key/value head counts the schema "
-                          "does not carry yet")
+    elif mk == "gated_deltanet":   # num_heads = value heads; conv_dim = 2 Hk dk + Hv dv gives the key heads
+        hv = _need(m.num_heads, f"{p}.mixer.num_heads")
+        dk = _need(m.head_dim, f"{p}.mixer.head_dim")
+        dv = m.value_head_dim or m.v_head_dim or dk
+        conv = _need(m.conv_dim, f"{p}.mixer.conv_dim")
+        hk, rest = divmod(conv - hv * dv, 2 * dk)
+        if rest or hk <= 0 or hv % hk:
+            raise Unsupported(f"{p}.mixer: conv_dim {conv} does not split into key heads of {dk} and "
+                              f"{hv} value heads of {dv}")
+        out.update(linear_num_key_heads=hk, linear_num_value_heads=hv, linear_key_head_dim=dk,
+                   linear_value_head_dim=dv, short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"))
     elif mk == "mamba2":
         out.update(mamba_num_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
                    mamba_head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
@@ -270,17 +288,16 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["block"] = "sandwich" if "pre_mixer" in placements or "pre_ffn" in placements else "post"
     else:
         out["block"] = "pre"
-    kinds = set()
-    for placement in placements & set(NORM_MODULES):
-        kinds.add(_norm_kind(layer.norm[placement], f"{p}.norm.{placement}", has(f"norm.{placement}"),
-                             has(f"norm.{placement}.bias")))
-    if len(kinds) > 1:
-        raise Unsupported(f"{p}.norm: different norm kinds in one layer ({sorted(kinds)})")
+    kinds, eps = set(), set()
+    out["norm_placements"] = tuple(sorted(placements & set(NORM_MODULES)))
+    for placement in out["norm_placements"]:
+        norm = layer.norm[placement]
+        kinds.add(_norm_kind(norm, f"{p}.norm.{placement}", has(f"norm.{placement}"), has(f"norm.{placement}.bias")))
+        eps.add(_need(norm.eps, f"{p}.norm.{placement}.eps"))
+    if len(kinds) > 1 or len(eps) > 1:
+        raise Unsupported(f"{p}.norm: different norm kinds or eps in one layer ({sorted(kinds)}, {sorted(eps)})")
     if kinds:
-        out["norm_style"] = kinds.pop()
-        first = layer.norm[sorted(placements & set(NORM_MODULES))[0]]
-        if first.eps is not None:
-            out["rms_norm_eps"] = first.eps
+        out["norm_style"], out["rms_norm_eps"] = kinds.pop(), eps.pop()
     residual = layer.residual.kind
     if residual not in ("identity", "attnres"):
         raise Unsupported(f"{p}.residual.kind {residual!r} from a card")
@@ -314,11 +331,11 @@ def config_fields(card) -> dict:
     final_norm = fn is not None and fn.kind is not None
     if final_norm:
         final_kind = _norm_kind(fn, "final_norm", "final_norm" in roles, "final_norm.bias" in roles)
-        if base.get("norm_style") not in (None, final_kind):
-            raise Unsupported(f"final_norm.kind {final_kind!r} differs from the layers' norms")
+        final_eps = _need(fn.eps, "final_norm.eps")
+        if base.get("norm_style", final_kind) != final_kind or base.get("rms_norm_eps", final_eps) != final_eps:
+            raise Unsupported(f"final_norm ({final_kind}, eps {final_eps}) differs from the layers' norms")
         base.setdefault("norm_style", final_kind)
-        if fn.eps is not None:
-            base.setdefault("rms_norm_eps", fn.eps)
+        base.setdefault("rms_norm_eps", final_eps)
     embed = card.embed
     pos = embed.pos_kind
     learned = 0
@@ -352,6 +369,11 @@ def blueprint(card, shapes: dict[str, tuple]) -> Blueprint:
     """The HybridConfig and the per-layer tensor plan for `card`; `shapes` = checkpoint name -> shape."""
     from archprobe.nn.decoder import HybridConfig
 
+    if card.unexplained:
+        n = len(card.unexplained)
+        raise Unsupported(f"tensor {card.unexplained[0]} has no role on the card"
+                          + (f" ({n - 1} more unexplained)" if n > 1 else "")
+                          + ": running without it would compute something else")
     fields_ = config_fields(card)
     if fields_.get("learned_positions") == -1:
         name = card.tensors.get("pos_embed")
@@ -391,7 +413,6 @@ def blueprint(card, shapes: dict[str, tuple]) -> Blueprint:
     for i in range(cfg.num_hidden_layers):
         _layouts(parts.setdefault(i, Part()), card.layers[i], cfg.for_layer(i), shapes)
     unmapped += [n for names in card.set_aside.values() for n in names]
-    unmapped += list(card.unexplained)
     return Blueprint(cfg, parts, sorted(set(unmapped)))
 
 
@@ -472,7 +493,9 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
         if body.startswith("self_attn.qkv"):
             transposed = bool(mlay.get("transposed")) and not bias
             heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-            interleaved = bool(mlay.get("qkv_interleaved"))
+            interleaved = mlay.get("qkv_interleaved") not in (None, False, "blocks")
+            if mlay.get("qkv_interleaved") == "per_head" and heads != kvh:
+                raise Unsupported(f"a per-head interleaved fused qkv with {heads} heads and {kvh} kv heads")
             split = mlay.get("qkv_split") or [heads * d, kvh * d, kvh * d]
             leaf = ".bias" if bias else ".weight"
 

@@ -14,7 +14,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 from archprobe.errors import CheckpointError, SourceError
-from archprobe.formats.safetensors import EXPERT_MARK
 
 
 class TensorReader:
@@ -29,22 +28,25 @@ class TensorReader:
                 self.files.setdefault(t.name, []).append(t.file)
                 self.shapes.setdefault(t.name, tuple(t.shape))
 
-    @staticmethod
-    def folded(name: str) -> str:
-        """The header's folded spelling of a per-expert name (`...experts.7.w1.weight` -> `experts.*`)."""
-        if EXPERT_MARK in name:
-            head, _, tail = name.rpartition(EXPERT_MARK)
-            idx, dot, rest = tail.partition(".")
-            if dot and idx.isdigit():
-                return f"{head}{EXPERT_MARK}*.{rest}"
-        return name
+    def _listed(self, name: str) -> str | None:
+        """The header's spelling of `name`: itself, or a folded family with `*` at one of its indices
+        (the formats layer folds enumerated experts, `...experts.7.w1` -> `...experts.*.w1`)."""
+        if name in self.files:
+            return name
+        parts = name.split(".")
+        for k in range(len(parts) - 1, -1, -1):
+            if parts[k].isdigit():
+                folded = ".".join(parts[:k] + ["*"] + parts[k + 1:])
+                if folded in self.files:
+                    return folded
+        return None
 
     def shape(self, name: str) -> tuple | None:
-        s = self.shapes.get(name)
-        return s if s is not None else self.shapes.get(self.folded(name))
+        listed = self._listed(name)
+        return None if listed is None else self.shapes[listed]
 
     def __contains__(self, name: str) -> bool:
-        return name in self.files or self.folded(name) in self.files
+        return self._listed(name) is not None
 
     def all_shapes(self, names) -> dict[str, tuple]:
         return {n: s for n in names if (s := self.shape(n)) is not None}
@@ -67,7 +69,8 @@ class TensorReader:
                 return handles[file]
 
             def get(name: str):
-                files = self.files.get(name) or self.files.get(self.folded(name))
+                listed = self._listed(name)
+                files = self.files.get(listed) if listed else None
                 if not files:
                     raise CheckpointError(self.folder, f"tensor {name!r} is in no shard")
                 last = None
