@@ -66,7 +66,8 @@ class Attention(nn.Module):
                  qk_norm_after_rope: bool = False):
         """`gate_in_q`: Qwen3-Next's gated attention, q_proj emits [q | gate] per head (no g_proj).
         `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
-        (one norm of head_dim shared by heads), `full` (one over the whole q / k projection)."""
+        (one norm of head_dim shared by heads), `full` (one over the whole q / k projection),
+        `per_head_weights` (each head its own gain, [heads, head_dim]: Cohere, StableLM-2-12B)."""
         super().__init__()
         if heads % kv_heads:
             raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
@@ -82,12 +83,14 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(heads * head_dim, hidden, bias=o_bias)
         self.qk_norm = "head" if qk_norm is True else (qk_norm or None)
         self.qk_norm_after_rope = qk_norm_after_rope   # HunYuan normalises the rotated q and k
-        if self.qk_norm not in (None, "head", "full"):
-            raise ValueError(f"qk_norm must be 'head' or 'full', not {qk_norm!r}")
+        if self.qk_norm not in (None, "head", "full", "per_head_weights"):
+            raise ValueError(f"qk_norm must be 'head', 'full' or 'per_head_weights', not {qk_norm!r}")
         if self.qk_norm:
-            full = self.qk_norm == "full"
-            self.q_norm = make_norm(norm_style, heads * head_dim if full else head_dim, norm_eps)
-            self.k_norm = make_norm(norm_style, kv_heads * head_dim if full else head_dim, norm_eps)
+            full, own = self.qk_norm == "full", self.qk_norm == "per_head_weights"
+            self.q_norm = make_norm(norm_style, heads * head_dim if full else (heads, head_dim) if own else head_dim,
+                                    norm_eps)
+            self.k_norm = make_norm(norm_style, kv_heads * head_dim if full else (kv_heads, head_dim) if own
+                                    else head_dim, norm_eps)
         if output_gate:
             self.g_proj = nn.Linear(hidden, heads * head_dim, bias=False)
         if sinks:
@@ -108,7 +111,7 @@ class Attention(nn.Module):
         q = q.unflatten(-1, (self.heads, self.head_dim))
         k = k.unflatten(-1, (self.kv_heads, self.head_dim))
         v = v.unflatten(-1, (self.kv_heads, self.head_dim))
-        if self.qk_norm == "head" and not self.qk_norm_after_rope:
+        if self.qk_norm in ("head", "per_head_weights") and not self.qk_norm_after_rope:
             q, k = self.q_norm(q), self.k_norm(k)
         return q, k, v, q_gate
 
@@ -119,7 +122,7 @@ class Attention(nn.Module):
         if self.rope is not None:
             pos = torch.arange(start, start + T, device=x.device)
             q, k = self.rope.apply(q, pos), self.rope.apply(k, pos)
-        if self.qk_norm == "head" and self.qk_norm_after_rope:
+        if self.qk_norm in ("head", "per_head_weights") and self.qk_norm_after_rope:
             q, k = self.q_norm(q), self.k_norm(k)
         keys_idx = self.indexer.keys(x) if self.indexer is not None else None
         if cache is not None:

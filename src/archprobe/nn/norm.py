@@ -16,7 +16,9 @@ def rms_normalise(x: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-6):
+    """`dim` may be a shape such as (heads, head_dim): one gain per head (normalised over the last dim)."""
+
+    def __init__(self, dim: int | tuple[int, ...], eps: float = 1e-6):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
         self.eps = eps
@@ -43,20 +45,25 @@ class LayerNorm(nn.Module):
     """(x - mean) / sqrt(var + eps) * gain [+ bias], in float32. `bias=False` for bias-free forms,
     `offset=True` for the (1 + w) gain (Nemotron's LayerNorm1P), `affine=False` for no parameters (OLMo)."""
 
-    def __init__(self, dim: int, eps: float = 1e-5, bias: bool = True, offset: bool = False, affine: bool = True):
+    def __init__(self, dim: int | tuple[int, ...], eps: float = 1e-5, bias: bool = True, offset: bool = False,
+                 affine: bool = True):
+        """`dim` may be a shape such as (heads, head_dim): per-head gains (Cohere's q/k norms)."""
         super().__init__()
         if affine:
             self.weight = nn.Parameter(torch.zeros(dim) if offset else torch.ones(dim))
             if bias:
                 self.bias = nn.Parameter(torch.zeros(dim))
-        self.eps, self.offset, self.dim = eps, offset, dim
+        self.eps, self.offset = eps, offset
+        self.last = dim if isinstance(dim, int) else dim[-1]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w, b = getattr(self, "weight", None), getattr(self, "bias", None)
+        h = torch.nn.functional.layer_norm(x.float(), (self.last,), None, None, self.eps)
         if w is not None:
-            w = w.float() + 1.0 if self.offset else w.float()
-        return torch.nn.functional.layer_norm(x.float(), (self.dim,), w, None if b is None else b.float(),
-                                              self.eps).to(x.dtype)
+            h = h * (w.float() + 1.0 if self.offset else w.float())
+        if b is not None:
+            h = h + b.float()
+        return h.to(x.dtype)
 
 
 class PlainRMSNorm(nn.Module):
@@ -73,7 +80,7 @@ class PlainRMSNorm(nn.Module):
 NORMS = ("rms", "zero_centered", "layer", "layer_nobias", "layer_offset", "rms_noweight", "layer_noweight")
 
 
-def make_norm(kind: str, dim: int, eps: float) -> nn.Module:
+def make_norm(kind: str, dim: int | tuple[int, ...], eps: float) -> nn.Module:
     """`rms` (also `standard`), `zero_centered` ((1 + w) gain), `layer` (LayerNorm with bias),
     `layer_nobias`, `layer_offset` ((1 + w) gain and a bias), `rms_noweight`, `layer_noweight`."""
     if kind == "zero_centered":

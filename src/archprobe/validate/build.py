@@ -183,7 +183,10 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
             raise Unsupported(f"{p}.mixer: a q bias without k/v biases")
         out["sliding_window"] = m.sliding_window
         out["mixer"] = "swa" if m.sliding_window else "gqa"
-        out["qk_norm"] = {"per_head": "head", "full": "full", None: False}.get(m.qk_norm, m.qk_norm)
+        qk = {"per_head": "head", "full": "full", "per_head_weights": "per_head_weights", None: False}
+        if m.qk_norm not in qk:
+            raise Unsupported(f"{p}.mixer.qk_norm {m.qk_norm!r}")
+        out["qk_norm"] = qk[m.qk_norm]
         out["attn_softcap"] = m.logit_soft_cap
         out["attn_sinks"] = bool(m.sinks) or has("mixer.sinks")
         out["alibi"] = bool(m.alibi)

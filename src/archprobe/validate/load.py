@@ -23,10 +23,12 @@ class TensorReader:
         self.folder = folder
         self.files: dict[str, list[str]] = {}     # name as the header lists it (maybe folded) -> shard files
         self.shapes: dict[str, tuple] = {}
+        self.counts: dict[str, int] = {}
         for h in headers:
             for t in h.tensors:
                 self.files.setdefault(t.name, []).append(t.file)
                 self.shapes.setdefault(t.name, tuple(t.shape))
+                self.counts[t.name] = self.counts.get(t.name, 0) + t.count
 
     def _listed(self, name: str) -> str | None:
         """The header's spelling of `name`: itself, or a folded family with `*` at one of its indices
@@ -42,8 +44,11 @@ class TensorReader:
         return None
 
     def shape(self, name: str) -> tuple | None:
+        """The stored shape; a name with `*` (a whole enumerated family bound to one role) is [count, ...]."""
         listed = self._listed(name)
-        return None if listed is None else self.shapes[listed]
+        if listed is None:
+            return None
+        return (self.counts[listed], *self.shapes[listed]) if "*" in name else self.shapes[listed]
 
     def __contains__(self, name: str) -> bool:
         return self._listed(name) is not None
@@ -69,6 +74,11 @@ class TensorReader:
                 return handles[file]
 
             def get(name: str):
+                if "*" in name:   # a family bound to one role (per-head norms): stacked along a new first dim
+                    import torch
+
+                    n = self.counts.get(self._listed(name) or "", 0)
+                    return torch.stack([get(name.replace("*", str(i), 1)) for i in range(n)])
                 listed = self._listed(name)
                 files = self.files.get(listed) if listed else None
                 if not files:

@@ -37,7 +37,7 @@ def _stats(h: torch.Tensor, seconds: float, index: int, kind: str) -> dict:
 def part_state(part: Part, get, dtype: torch.dtype, keep_packed: bool, tie_from: str | None = None) -> dict:
     """A Part's module state (loaders resolved lazily by `nn.loading.sanitize`): dequantized, derived
     tensors computed from their (cached) sources, per-expert tensors stacked."""
-    from archprobe.nn.loading import _get, sanitize
+    from archprobe.nn.loading import LoadError, _get, sanitize
     from archprobe.validate.quant import lazy_dequantize
 
     loaders = lazy_dequantize(part.names, get, dtype, keep_packed_experts=keep_packed)
@@ -49,8 +49,16 @@ def part_state(part: Part, get, dtype: torch.dtype, keep_packed: bool, tie_from:
             cache[name] = _get(sources[name])
         return cache[name]
 
+    def derive(d):
+        try:
+            return d.fn(*(source(s) for s in d.sources))
+        except (RuntimeError, ValueError, IndexError) as exc:   # a layout the stored tensor does not fit
+            names = ", ".join(part.names[s] for s in d.sources)
+            raise LoadError(f"{d.target}: cannot derive it from {names} as the card's layout says "
+                            f"({str(exc).splitlines()[0][:120]})") from None
+
     for d in part.derived:
-        loaders[d.target] = (lambda d=d: d.fn(*(source(s) for s in d.sources)))
+        loaders[d.target] = (lambda d=d: derive(d))
     if tie_from is not None and tie_from in loaders:
         loaders.setdefault("lm_head.weight", loaders[tie_from])
     return sanitize(loaders)
@@ -70,9 +78,9 @@ def stream_forward(bp: Blueprint, reader, ids: torch.Tensor, dtype: torch.dtype,
 
     def load_into(module, part: Part | None, what: str, tie: bool = False) -> bool:
         part = part or Part()
-        with reader.session() as get:
-            state = part_state(part, get, dtype, keep_packed, "embed_tokens.weight" if tie else None)
         try:
+            with reader.session() as get:
+                state = part_state(part, get, dtype, keep_packed, "embed_tokens.weight" if tie else None)
             load_strict(module, state, what=what, assign=True)
         except LoadError as exc:
             problems.append(exc.message)
