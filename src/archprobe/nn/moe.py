@@ -148,7 +148,7 @@ class MoE(nn.Module):
             setattr(self, latent_names[1], nn.Linear(latent_size, hidden, bias=False))
             if latent_norm:
                 setattr(self, latent_names[2], RMSNorm(latent_size, eps=norm_eps))
-        self.latent_size, self.latent_norm = latent_size, latent_norm
+        self.latent_size, self.use_latent_norm = latent_size, latent_norm
         self.shared_gated = bool(shared_width and shared_gate)
         if self.shared_gated:
             self.shared_expert = MLP(hidden, shared_width, activation, gated, situ_betas, shared_bias, glu_limit)
@@ -201,7 +201,7 @@ class MoE(nn.Module):
         run = moe_dispatch if self.dispatch else moe_dense_reference
         y = run(z, weights, experts, self.experts.run, self.num_experts)
         if self.latent_size:
-            if self.latent_norm:
+            if self.use_latent_norm:
                 y = getattr(self, self.latent_names[2])(y)
             y = getattr(self, self.latent_names[1])(y)
         if hasattr(self, "shared_experts"):

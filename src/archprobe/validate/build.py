@@ -45,6 +45,12 @@ NORM_MODULES = {"pre_mixer": "input_layernorm", "pre_ffn": "post_attention_layer
 MODEL_PARAMS = {"embed": "embed_tokens", "pos_embed": "embed_positions", "embed_norm": "embed_layernorm",
                 "final_norm": "norm", "head": "lm_head"}
 LATENT_NAMES = ("latent_down", "latent_up", "latent_norm")
+RESIDUAL_PARAMS = {"pre_mixer.query": "self_attention_res.proj.weight",
+                   "pre_mixer.norm": "self_attention_res.norm.weight",
+                   "pre_ffn.query": "mlp_res.proj.weight", "pre_ffn.norm": "mlp_res.norm.weight",
+                   "depth_weights": "dwa_weights"}
+OUTPUT_RESIDUAL = {"output_residual.query": "output_attn_res.proj.weight",
+                   "output_residual.norm": "output_attn_res.norm.weight"}
 
 
 class Unsupported(ArchprobeError):
@@ -302,11 +308,13 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
     if kinds:
         out["norm_style"], out["rms_norm_eps"] = kinds.pop(), eps.pop()
     residual = layer.residual.kind
-    if residual not in ("identity", "attnres"):
+    if residual not in ("identity", "attnres", "depth_weights"):
         raise Unsupported(f"{p}.residual.kind {residual!r} from a card")
     if residual == "attnres":
         out.update(residual="attnres_block" if layer.residual.block_size else "attnres_full",
                    attn_res_block_size=layer.residual.block_size)
+    elif residual == "depth_weights":
+        out["residual"] = "depth_weights"
     mult = getattr(layer.residual, "multiplier", None)
     if mult is not None:
         out["residual_multiplier"] = mult
@@ -355,6 +363,11 @@ def config_fields(card) -> dict:
         **{k: v for k, v in base.items()})
     if learned:
         cfg_fields["learned_positions"] = learned
+    # MXFP4 experts (compressed-tensors `weight_packed` U8 without `weight_shape`) stay packed in memory and
+    # are dequantized per routed expert, so a streamed MoE layer costs its packed size
+    packed = [r for r in roles if ".ffn.experts." in r and r.endswith("#weight_packed")]
+    if packed and not any(r.endswith("#weight_shape") for r in roles):
+        cfg_fields["expert_storage"] = "mxfp4"
     return cfg_fields
 
 
@@ -399,6 +412,8 @@ def blueprint(card, shapes: dict[str, tuple]) -> Blueprint:
                 continue
             target = _layer_target(cfg.for_layer(i), i, m.group(2), m.group(3), card)
             key = i
+        elif base in OUTPUT_RESIDUAL:
+            target, key = OUTPUT_RESIDUAL[base], None
         elif base.split(".")[0] in MODEL_PARAMS:
             head, _, leaf = base.partition(".")
             target = MODEL_PARAMS[head] + "." + (leaf or "weight")
@@ -433,7 +448,7 @@ def _layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
             return f"block_sparse_moe.{LATENT_NAMES[2]}{suffix}"
         return NORM_MODULES[stem] + suffix if stem in NORM_MODULES else None
     if part == "residual":
-        return stem + suffix
+        return None if bias else RESIDUAL_PARAMS.get(stem)
     if part == "mixer":
         kind = cfg.mixer_types[i]
         table = MIXER_PARAMS["attention" if kind in ("gqa", "swa") else kind] if kind != "none" else {}
