@@ -70,7 +70,7 @@ def test_prompt_without_tokenizer_is_a_clear_error(tmp_path):
 
 
 def test_offload_dir_gives_the_same_comparison(tmp_path):
-    save_tiny("kimi_linear", tmp_path / "m")
+    save_tiny("llama", tmp_path / "m")
     plain = validate(str(tmp_path / "m"), prompt_ids=IDS, reference="transformers")
     off = validate(str(tmp_path / "m"), prompt_ids=IDS, reference="transformers", offload_dir=str(tmp_path / "off"))
     assert off["status"] == "pass" and off["offload"]["layers"] == len(off["layers"])

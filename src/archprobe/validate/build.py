@@ -321,15 +321,18 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
     return out
 
 
-def config_fields(card) -> dict:
-    """The HybridConfig keyword arguments `card` describes; raises NeedsField / Unsupported."""
+def config_fields(card, n_run: int | None = None) -> dict:
+    """The HybridConfig keyword arguments `card` describes; raises NeedsField / Unsupported. Layers from
+    `n_run` on never run (validate --layers) and are planned as empty."""
     roles = set(card.tensors)
     n = len(card.layers)
     if not n:
         raise NeedsField("layers", "the card has no layers")
     hidden = _need(card.hidden_size, "hidden_size")
     vocab = _need(card.vocab_size, "vocab_size")
-    per = [_layer_fields(card, i, _expanded_roles(roles, i)) for i in range(n)]
+    n_run = n if n_run is None else n_run
+    per = [_layer_fields(card, i, _expanded_roles(roles, i)) for i in range(n_run)]
+    per += [{"mixer": "none", "ffn": "none"} for _ in range(n - n_run)]
     mixers = tuple(f.pop("mixer") for f in per)
     ffns = tuple(f.pop("ffn") for f in per)
     residuals = {f.get("residual", "prenorm") for f in per}
@@ -381,16 +384,24 @@ def _expanded_roles(roles: set[str], i: int) -> set[str]:
     return out | {r.split("#")[0] for r in out}
 
 
-def blueprint(card, shapes: dict[str, tuple]) -> Blueprint:
-    """The HybridConfig and the per-layer tensor plan for `card`; `shapes` = checkpoint name -> shape."""
+def _layer_of(name: str) -> int | None:
+    """The layer index of a checkpoint name: its first enumerated path component (`model.layers.7.`)."""
+    return next((int(p) for p in name.split(".") if p.isdigit()), None)
+
+
+def blueprint(card, shapes: dict[str, tuple], n_run: int | None = None) -> Blueprint:
+    """The HybridConfig and the per-layer tensor plan for `card`; `shapes` = checkpoint name -> shape;
+    only the first `n_run` layers are planned (all by default)."""
     from archprobe.nn.decoder import HybridConfig
 
-    if card.unexplained:
-        n = len(card.unexplained)
-        raise Unsupported(f"tensor {card.unexplained[0]} has no role on the card"
+    n_run = len(card.layers) if n_run is None else n_run
+    unexplained = [u for u in card.unexplained if n_run == len(card.layers) or (_layer_of(u) or 0) < n_run]
+    if unexplained:
+        n = len(unexplained)
+        raise Unsupported(f"tensor {unexplained[0]} has no role on the card"
                           + (f" ({n - 1} more unexplained)" if n > 1 else "")
                           + ": running without it would compute something else")
-    fields_ = config_fields(card)
+    fields_ = config_fields(card, n_run)
     if fields_.get("learned_positions") == -1:
         name = card.tensors.get("pos_embed")
         if name is None or name not in shapes:
@@ -407,7 +418,7 @@ def blueprint(card, shapes: dict[str, tuple]) -> Blueprint:
         m = LAYER_ROLE.match(base)
         if m:
             i = int(m.group(1))
-            if i >= cfg.num_hidden_layers:
+            if i >= n_run:
                 unmapped.append(name)
                 continue
             target = _layer_target(cfg.for_layer(i), i, m.group(2), m.group(3), card)
@@ -428,7 +439,7 @@ def blueprint(card, shapes: dict[str, tuple]) -> Blueprint:
             target = target.rsplit(".", 1)[0] + "." + companion if target.endswith(".weight") else \
                 target + "." + companion
         parts.setdefault(key, Part()).names[target] = name
-    for i in range(cfg.num_hidden_layers):
+    for i in range(n_run):
         _layouts(parts.setdefault(i, Part()), card.layers[i], cfg.for_layer(i), shapes)
     unmapped += [n for names in card.set_aside.values() for n in names]
     return Blueprint(cfg, parts, sorted(set(unmapped)))

@@ -30,7 +30,7 @@ class TensorReader:
                 self.shapes.setdefault(t.name, tuple(t.shape))
                 self.counts[t.name] = self.counts.get(t.name, 0) + t.count
 
-    def _listed(self, name: str) -> str | None:
+    def listed(self, name: str) -> str | None:
         """The header's spelling of `name`: itself, or a folded family with `*` at one of its indices
         (the formats layer folds enumerated experts, `...experts.7.w1` -> `...experts.*.w1`)."""
         if name in self.files:
@@ -45,13 +45,13 @@ class TensorReader:
 
     def shape(self, name: str) -> tuple | None:
         """The stored shape; a name with `*` (a whole enumerated family bound to one role) is [count, ...]."""
-        listed = self._listed(name)
+        listed = self.listed(name)
         if listed is None:
             return None
         return (self.counts[listed], *self.shapes[listed]) if "*" in name else self.shapes[listed]
 
     def __contains__(self, name: str) -> bool:
-        return self._listed(name) is not None
+        return self.listed(name) is not None
 
     def all_shapes(self, names) -> dict[str, tuple]:
         return {n: s for n in names if (s := self.shape(n)) is not None}
@@ -77,9 +77,9 @@ class TensorReader:
                 if "*" in name:   # a family bound to one role (per-head norms): stacked along a new first dim
                     import torch
 
-                    n = self.counts.get(self._listed(name) or "", 0)
+                    n = self.counts.get(self.listed(name) or "", 0)
                     return torch.stack([get(name.replace("*", str(i), 1)) for i in range(n)])
-                listed = self._listed(name)
+                listed = self.listed(name)
                 files = self.files.get(listed) if listed else None
                 if not files:
                     raise CheckpointError(self.folder, f"tensor {name!r} is in no shard")
@@ -107,26 +107,13 @@ class Loaded:
     warnings: list
 
 
-def has_card_derivation() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("archprobe.structure.derive") is not None
-
-
 def derive_card(raw, card_path: str | None = None):
     """The card of a RawCheckpoint, from structure/ (the one owner of what a model is); with `card_path`,
     the user's card laid over it (fields that differ become the user's; checked against the shapes)."""
-    try:
-        from archprobe.structure.derive import derive
-    except ImportError:
-        raise SourceError("this archprobe has no card derivation (archprobe.structure.derive)") from None
-    derived = derive(raw)
-    if not card_path:
-        return derived.card
     from archprobe.structure.card import load_card
-    from archprobe.structure.user_card import apply_user_card
+    from archprobe.structure.inspect import build_card
 
-    return apply_user_card(derived.card, load_card(card_path), derived)
+    return build_card(raw, load_card(card_path) if card_path else None).card
 
 
 def load(folder: str, card_path: str | None = None) -> Loaded:

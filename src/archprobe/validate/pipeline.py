@@ -68,16 +68,8 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
     reference's block saw. `offload_dir` keeps each layer's output on disk instead of in memory.
     `card` is a card file (YAML/JSON) whose fields override the derived card."""
     from archprobe.validate.build import Unsupported, blueprint
-    from archprobe.validate.load import has_card_derivation, load
+    from archprobe.validate.load import load
     from archprobe.validate.stream import stream_forward
-
-    if not has_card_derivation():   # TRANSITIONAL: until structure.derive (issue 13) is merged
-        from archprobe.validate.legacy import validate as legacy
-
-        if card:
-            raise ArchprobeError("--card needs the card derivation (archprobe.structure.derive)")
-        return legacy(source, prompt_ids, reference, dtype, layers, save_logits, progress, prompt=prompt,
-                      pin_routing=pin_routing, offload_dir=offload_dir, fetch_progress=fetch_progress)
 
     if dtype not in DTYPES:
         raise ArchprobeError(f"--dtype {dtype!r}: use float32 or bfloat16")
@@ -95,8 +87,9 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
                  "missing_tensors": [], "layers": [], "reference": None, "peak_rss_bytes": 0}
     if fetched:
         doc["fetched"] = fetched
+    n_run = _parse_layers(layers, len(loaded.card.layers))
     try:
-        bp = blueprint(loaded.card, loaded.reader.all_shapes(loaded.card.tensors.values()))
+        bp = blueprint(loaded.card, loaded.reader.all_shapes(loaded.card.tensors.values()), n_run)
     except Unsupported as exc:
         doc.update(status="unsupported", reasons=[exc.message],
                    unmapped_tensors=sorted(loaded.card.tensors.values())[:50])
@@ -106,7 +99,6 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
     ids = torch.tensor([prompt_ids or [1, 2, 3, 4, 5, 6, 7, 8]])
     if int(ids.max()) >= cfg.vocab_size or int(ids.min()) < 0:
         raise ArchprobeError(f"--prompt-ids must lie in [0, {cfg.vocab_size})")
-    n_run = _parse_layers(layers, cfg.num_hidden_layers)
     ref = None
     if reference == "transformers" and pin_routing:   # the reference runs first: its choices pin ours
         from archprobe.validate.reference import run_transformers
