@@ -430,11 +430,10 @@ def blueprint(card, shapes: dict[str, tuple], n_run: int | None = None) -> Bluep
             target = MODEL_PARAMS[head] + "." + (leaf or "weight")
             key = None
         else:
-            unmapped.append(name)
-            continue
-        if target is None:
-            unmapped.append(name)
-            continue
+            target = None
+        if target is None:   # a tensor the card binds but archprobe.nn has no place for: running without it
+            raise Unsupported(f"role {role} ({name}) has no archprobe.nn parameter: running without it would "
+                              "compute something else")
         if companion:
             target = target.rsplit(".", 1)[0] + "." + companion if target.endswith(".weight") else \
                 target + "." + companion
