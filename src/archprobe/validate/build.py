@@ -280,8 +280,10 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
                    group_score=getattr(r, "group_score", None) or "top2_sum",
                    moe_routing_space=r.input or "hidden",
                    expert_bias=has("ffn.experts.gate_up.bias") or has("ffn.experts.down.bias"))
-        shared = f.shared
-        width = (shared.width or 0) * (1 if shared.count is None else 1) if shared else 0
+        shared = f.shared   # width: all shared experts together (one MLP of that width)
+        width = 0
+        if shared is not None and (shared.count or shared.width):
+            width = _need(shared.width, f"{p}.ffn.shared.width")
         out.update(shared_expert_width=width, shared_expert_gate=has("ffn.shared_gate"))
         if fk == "latent_moe":
             out.update(routed_expert_hidden_size=_need(f.latent_size, f"{p}.ffn.latent_size"),
