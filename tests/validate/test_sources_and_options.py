@@ -70,7 +70,7 @@ def test_prompt_without_tokenizer_is_a_clear_error(tmp_path):
 
 
 def test_offload_dir_gives_the_same_comparison(tmp_path):
-    save_tiny("kimi_linear", tmp_path / "m")
+    save_tiny("llama", tmp_path / "m")
     plain = validate(str(tmp_path / "m"), prompt_ids=IDS, reference="transformers")
     off = validate(str(tmp_path / "m"), prompt_ids=IDS, reference="transformers", offload_dir=str(tmp_path / "off"))
     assert off["status"] == "pass" and off["offload"]["layers"] == len(off["layers"])
@@ -96,9 +96,8 @@ def test_pinned_moe_takes_the_pinned_choice():
     moe = MoE(16, 8, 2, 8, score="sigmoid", router_bias=False).eval()
     x = torch.randn(1, 5, 16)
     pin = torch.randn(1, 5, 16) * 3
-    moe.pin_input = pin
     with torch.no_grad():
-        moe(x)
+        moe(x, pin_input=pin)
     forced = moe.last_routing[0]
     _, expected = moe.route(pin.reshape(-1, 16))
     _, own = moe.route(x.reshape(-1, 16))

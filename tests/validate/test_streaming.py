@@ -35,6 +35,7 @@ def _write_checkpoint(folder) -> tuple[int, int, int]:
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump({"model_type": "llama", "hidden_size": H, "intermediate_size": F, "num_hidden_layers": LAYERS,
                    "num_attention_heads": 12, "num_key_value_heads": 12, "vocab_size": VOCAB, "rms_norm_eps": 1e-6,
+                   "rope_theta": 10000.0, "hidden_act": "silu",
                    "tie_word_embeddings": False}, f)
     emb_head = sum(x.numel() * 4 for x in ends.values())
     return total + emb_head, largest, emb_head

@@ -40,7 +40,7 @@ def adapt_checkpoint(raw: RawCheckpoint, doc: dict, only: list[str] | None = Non
             results.append(llamacpp.probe(config, features, present, doc["architecture"]["num_layers"] or 1,
                                           gguf_arch, moe))
         elif name == "archprobe":
-            results.append(generic.probe(config, features, present, shapes) if raw.kind != "gguf" else
+            results.append(generic.probe(config, features, present, shapes, raw) if raw.kind != "gguf" else
                            unknown(generic.NAME, None, "validate reads safetensors folders, not GGUF"))
     matrix = {f["id"]: {r["framework"]: _status_of(r, f["id"]) for r in results} for f in features}
     return {"schema": SCHEMA, "source": doc["source"], "model_type": doc["model_type"],

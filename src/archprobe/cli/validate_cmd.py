@@ -24,6 +24,8 @@ def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder
                                                             "block input (no false routing flips).")] = False,
              offload_dir: Annotated[str | None, typer.Option(help="Keep each layer's output on disk here "
                                                                   "(long prompts).")] = None,
+             card: Annotated[str | None, typer.Option(help="A card file (archprobe card SOURCE -o card.yaml) "
+                                                           "whose fields override the derived card.")] = None,
              json_out: JsonOpt = False) -> None:
     """Does our understanding hold? Per-layer statistics and final-logit agreement.
 
@@ -54,7 +56,7 @@ def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder
             return track(it, description="layers", console=_stderr(), transient=True)
 
     doc = run_validate(source, ids, reference, dtype, layers, save_logits, progress=progress, prompt=prompt,
-                       pin_routing=pin_routing, offload_dir=offload_dir)
+                       pin_routing=pin_routing, offload_dir=offload_dir, card=card)
     if json_out:
         print_json(doc)
     else:

@@ -1,11 +1,18 @@
 """Softmax attention: MHA / GQA / MQA with a KV cache, and the seed's variants built on it.
 
-Options: RoPE (rotate-half, absolute positions) or none; a sliding window; q/k RMSNorm (Qwen3); a
-sigmoid output gate `g_proj` (gated attention); dynamic allocation by `HeadGate` or `Indexer`
-(archprobe.nn.dynamic). With a window the cache keeps only the last `window` keys.
+Switches (each as the families that use it store it): RoPE (`archprobe.nn.rope.Rope`: scaled, partial,
+halves or interleaved) or none; ALiBi (Press et al., arXiv:2108.12409; BLOOM, MPT); a sliding window;
+q/k/v and o biases; q/k norms per head (Qwen3, Gemma 3) or over the whole projection (OLMo 2); an
+attention-logit soft-cap (Gemma 2: cap * tanh(s / cap)); learned attention sinks (gpt-oss: one extra
+logit per head that takes probability mass and returns nothing); a softmax scale other than
+1/sqrt(d) (Gemma's query_pre_attn_scalar, Granite's attention_multiplier); a sigmoid output gate
+`g_proj` (gated attention); dynamic allocation by `HeadGate` or `Indexer` (archprobe.nn.dynamic).
+With a window the cache keeps only the last `window` keys. Fused qkv checkpoints are split on load.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -13,67 +20,110 @@ from torch import nn
 from archprobe.nn.cache import KVCache, causal_mask
 from archprobe.nn.dynamic import HeadGate, Indexer
 from archprobe.nn.norm import make_norm
-from archprobe.nn.rope import apply_rope
+from archprobe.nn.rope import Rope
 
 
-def sdpa(q_BTHD, k_BSGD, v_BSGD, mask, scale: float):
-    """Grouped attention in float32; mask [T, S] or [B, T, S] boolean."""
+def alibi_slopes(heads: int, max_bias: float = 8.0) -> torch.Tensor:
+    """Per-head ALiBi slopes: the geometric sequence 2^(-max_bias k / n) for the nearest power of two
+    n <= heads, then the odd terms of the 2n sequence for the remaining heads (BLOOM and MPT agree)."""
+    n = 2 ** math.floor(math.log2(heads))
+    slopes = [2.0 ** (-max_bias * k / n) for k in range(1, n + 1)]
+    slopes += [2.0 ** (-max_bias * k / (2 * n)) for k in range(1, 2 * (heads - n), 2)]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+def sdpa(q_BTHD, k_BSGD, v_BSGD, mask, scale: float, *, softcap: float | None = None, sinks_H=None,
+         bias_HTS=None):
+    """Grouped attention in float32; mask [T, S] or [B, T, S] boolean. `softcap` caps the scaled
+    logits, `bias_HTS` is added after (ALiBi), `sinks_H` adds one logit column per head, dropped after
+    the softmax."""
     H, G = q_BTHD.shape[2], k_BSGD.shape[2]
     k = k_BSGD.float().repeat_interleave(H // G, dim=2)
     v = v_BSGD.float().repeat_interleave(H // G, dim=2)
     scores = torch.einsum("bthd,bshd->bhts", q_BTHD.float(), k) * scale
+    if softcap:
+        scores = torch.tanh(scores / softcap) * softcap
+    if bias_HTS is not None:
+        scores = scores + bias_HTS
     m = mask[:, None] if mask.dim() == 3 else mask
     scores = scores.masked_fill(~m, float("-inf"))
-    return torch.einsum("bhts,bshd->bthd", torch.softmax(scores, dim=-1), v)
+    if sinks_H is not None:
+        B, _, T, _ = scores.shape
+        sink = sinks_H.float().reshape(1, H, 1, 1).expand(B, H, T, 1)
+        probs = torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]
+    else:
+        probs = torch.softmax(scores, dim=-1)
+    return torch.einsum("bhts,bshd->bthd", probs, v)
 
 
 class Attention(nn.Module):
     def __init__(self, hidden: int, heads: int, kv_heads: int, head_dim: int, *, rope_theta: float | None = 10000.0,
-                 window: int | None = None, qk_norm: bool = False, output_gate: bool = False,
+                 window: int | None = None, qk_norm: bool | str = False, output_gate: bool = False,
                  head_gate: HeadGate | None = None, indexer: Indexer | None = None, norm_eps: float = 1e-6,
-                 gate_in_q: bool = False, rotary_dim: int | None = None, norm_style: str = "standard"):
+                 gate_in_q: bool = False, rotary_dim: int | None = None, norm_style: str = "standard",
+                 rope: Rope | None = None, qkv_bias: bool = False, o_bias: bool = False, scale: float | None = None,
+                 softcap: float | None = None, sinks: bool = False, alibi: bool = False,
+                 qk_norm_after_rope: bool = False):
         """`gate_in_q`: Qwen3-Next's gated attention, q_proj emits [q | gate] per head (no g_proj).
-        `rotary_dim`: rotate only the first rotary_dim channels of each head (partial RoPE)."""
+        `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
+        (one norm of head_dim shared by heads), `full` (one over the whole q / k projection),
+        `per_head_weights` (each head its own gain, [heads, head_dim]: Cohere, StableLM-2-12B)."""
         super().__init__()
         if heads % kv_heads:
             raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
-        self.rope_theta, self.window = rope_theta, window
-        self.gate_in_q = gate_in_q
-        self.rotary_dim = rotary_dim or head_dim
-        self.q_proj = nn.Linear(hidden, heads * head_dim * (2 if gate_in_q else 1), bias=False)
-        self.k_proj = nn.Linear(hidden, kv_heads * head_dim, bias=False)
-        self.v_proj = nn.Linear(hidden, kv_heads * head_dim, bias=False)
-        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=False)
-        if qk_norm:
-            self.q_norm = make_norm(norm_style, head_dim, norm_eps)
-            self.k_norm = make_norm(norm_style, head_dim, norm_eps)
+        self.window, self.gate_in_q, self.softcap = window, gate_in_q, softcap
+        if rope is None and rope_theta is not None and not alibi:
+            rope = Rope(rope_theta, rotary_dim or head_dim)
+        self.rope = rope
+        self.scale = scale if scale is not None else head_dim ** -0.5
+        self.q_proj = nn.Linear(hidden, heads * head_dim * (2 if gate_in_q else 1), bias=qkv_bias)
+        self.k_proj = nn.Linear(hidden, kv_heads * head_dim, bias=qkv_bias)
+        self.v_proj = nn.Linear(hidden, kv_heads * head_dim, bias=qkv_bias)
+        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=o_bias)
+        self.qk_norm = "head" if qk_norm is True else (qk_norm or None)
+        self.qk_norm_after_rope = qk_norm_after_rope   # HunYuan normalises the rotated q and k
+        if self.qk_norm not in (None, "head", "full", "per_head_weights"):
+            raise ValueError(f"qk_norm must be 'head', 'full' or 'per_head_weights', not {qk_norm!r}")
+        if self.qk_norm:
+            full, own = self.qk_norm == "full", self.qk_norm == "per_head_weights"
+            self.q_norm = make_norm(norm_style, heads * head_dim if full else (heads, head_dim) if own else head_dim,
+                                    norm_eps)
+            self.k_norm = make_norm(norm_style, kv_heads * head_dim if full else (kv_heads, head_dim) if own
+                                    else head_dim, norm_eps)
         if output_gate:
             self.g_proj = nn.Linear(hidden, heads * head_dim, bias=False)
+        if sinks:
+            self.sinks = nn.Parameter(torch.zeros(heads))
+        self.alibi = alibi   # slopes computed per call: nothing to load, nothing left on the meta device
         self.gate = head_gate
         self.indexer = indexer
 
-    def _rope(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        r = self.rotary_dim
-        if r >= self.head_dim:
-            return apply_rope(x, pos, self.rope_theta)
-        return torch.cat([apply_rope(x[..., :r], pos, self.rope_theta), x[..., r:]], dim=-1)
+    def _qkv(self, x: torch.Tensor):
+        q_gate = None
+        q = self.q_proj(x)
+        if self.gate_in_q:
+            q, q_gate = q.unflatten(-1, (self.heads, 2 * self.head_dim)).chunk(2, dim=-1)
+            q = q.flatten(-2)
+        k, v = self.k_proj(x), self.v_proj(x)
+        if self.qk_norm == "full":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.unflatten(-1, (self.heads, self.head_dim))
+        k = k.unflatten(-1, (self.kv_heads, self.head_dim))
+        v = v.unflatten(-1, (self.kv_heads, self.head_dim))
+        if self.qk_norm in ("head", "per_head_weights") and not self.qk_norm_after_rope:
+            q, k = self.q_norm(q), self.k_norm(k)
+        return q, k, v, q_gate
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, use_cache: bool = False):
         B, T, _ = x.shape
-        q_gate = None
-        if self.gate_in_q:
-            q, q_gate = self.q_proj(x).unflatten(-1, (self.heads, 2 * self.head_dim)).chunk(2, dim=-1)
-        else:
-            q = self.q_proj(x).unflatten(-1, (self.heads, self.head_dim))
-        k = self.k_proj(x).unflatten(-1, (self.kv_heads, self.head_dim))
-        v = self.v_proj(x).unflatten(-1, (self.kv_heads, self.head_dim))
-        if hasattr(self, "q_norm"):
-            q, k = self.q_norm(q), self.k_norm(k)
+        q, k, v, q_gate = self._qkv(x)
         start = cache.pos if cache is not None else 0
-        if self.rope_theta is not None:
+        if self.rope is not None:
             pos = torch.arange(start, start + T, device=x.device)
-            q, k = self._rope(q, pos), self._rope(k, pos)
+            q, k = self.rope.apply(q, pos), self.rope.apply(k, pos)
+        if self.qk_norm in ("head", "per_head_weights") and self.qk_norm_after_rope:
+            q, k = self.q_norm(q), self.k_norm(k)
         keys_idx = self.indexer.keys(x) if self.indexer is not None else None
         if cache is not None:
             k_all, v_all = torch.cat([cache.k, k], 1), torch.cat([cache.v, v], 1)
@@ -85,7 +135,14 @@ class Attention(nn.Module):
         mask = causal_mask(T, S, x.device, self.window)
         if self.indexer is not None:
             mask = self.indexer.select(x, keys_idx, mask)
-        o = sdpa(q, k_all, v_all, mask, self.head_dim ** -0.5)
+        bias = None
+        if self.alibi:   # slope * (key position - query position); absolute positions
+            q_pos = torch.arange(start, start + T, device=x.device)
+            k_pos = torch.arange(start + T - S, start + T, device=x.device)
+            slopes = alibi_slopes(self.heads).to(x.device)
+            bias = slopes[:, None, None] * (k_pos[None, :] - q_pos[:, None]).float()
+        o = sdpa(q, k_all, v_all, mask, self.scale, softcap=self.softcap, sinks_H=getattr(self, "sinks", None),
+                 bias_HTS=bias)
         if self.gate is not None:
             o = o * self.gate(x).unsqueeze(-1)
         if q_gate is not None:

@@ -11,7 +11,7 @@ latent, KDA state + conv, KV); generating token by token equals the full forward
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 from torch import nn
@@ -24,12 +24,14 @@ from archprobe.nn.kv_compression import LowRankKVAttention
 from archprobe.nn.mamba2 import Mamba2Mixer
 from archprobe.nn.mla import MultiHeadLatentAttention
 from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
-from archprobe.nn.norm import make_norm
+from archprobe.nn.norm import NORMS, make_norm
 from archprobe.nn.residual import RESIDUALS, AttnResState, PseudoQuery
+from archprobe.nn.rope import Rope
 
 MIXERS = ("kda", "gated_deltanet", "mla", "gqa", "swa", "lowrank_kv", "gqa_headgate", "gqa_indexer", "mamba2",
           "none")
 FFNS = ("dense", "moe", "latent_moe", "none")
+BLOCKS = ("pre", "post", "sandwich", "parallel", "parallel_shared")
 
 
 @dataclass
@@ -120,6 +122,33 @@ class HybridConfig:
     n_group: int = 1
     topk_group: int = 1
     expert_storage: str = "dense"      # "mxfp4": keep routed experts packed, dequantize on use (validate)
+    router_logit_bias: bool = False    # gpt-oss: the router is a Linear with a bias
+    expert_bias: bool = False          # gpt-oss: biases on the experts' projections
+    group_score: str = "top2_sum"      # group-limited routing ranks groups by top-2 sum (V3) or max (V2)
+    glu_limit: float = 7.0             # swiglu_oss clamp (gpt-oss swiglu_limit)
+    # the families' switches: norms and their placement, biases, attention extras, model-level extras
+    block: str = "pre"                 # pre | post | sandwich | parallel | parallel_shared (see DecoderLayer)
+    norm_placements: tuple | None = None  # which of pre_mixer, pre_ffn, post_mixer, post_ffn exist; None: the block's
+    qk_norm_after_rope: bool = False
+    rope: Rope | None = None           # scaled / partial / interleaved rope; None: rope_theta, default
+    attention_bias: bool = False       # q, k, v projections
+    attention_out_bias: bool = False   # o projection
+    attn_scale: float | None = None    # softmax scale; None: head_dim ** -0.5
+    attn_softcap: float | None = None
+    attn_sinks: bool = False
+    alibi: bool = False
+    mlp_bias: bool = False
+    residual_multiplier: float = 1.0   # Granite: x + m * f(x)
+    embed_scale: float = 1.0           # Gemma sqrt(H), Granite embedding_multiplier
+    learned_positions: int = 0         # rows of a learned absolute position table (GPT-2); 0: none
+    position_offset: int = 0           # OPT reads row t + 2
+    embed_norm: bool = False           # BLOOM: a norm right after the embedding
+    head_bias: bool = False
+    final_norm: bool = True
+    logit_scale: float = 1.0           # Cohere logit_scale; Granite 1 / logits_scaling
+    final_softcap: float | None = None  # Gemma 2: cap * tanh(logits / cap)
+    # per-layer exceptions: {layer: {field: value}} (a window on some layers, a local rope, ...)
+    layer_overrides: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -136,13 +165,23 @@ class HybridConfig:
             raise ValueError(f"residual: {self.residual!r} is not one of {RESIDUALS}")
         if self.residual == "attnres_block" and not self.attn_res_block_size:
             raise ValueError("residual='attnres_block' needs attn_res_block_size")
-        if self.norm_style not in ("standard", "zero_centered"):
-            raise ValueError(f"norm_style: {self.norm_style!r} is not 'standard' or 'zero_centered'")
+        if self.norm_style not in NORMS + ("standard",):
+            raise ValueError(f"norm_style: {self.norm_style!r} is not one of {NORMS}")
+        if self.block not in BLOCKS:
+            raise ValueError(f"block: {self.block!r} is not one of {BLOCKS}")
+        bad = [i for i in self.layer_overrides if not 0 <= int(i) < n]
+        if bad:
+            raise ValueError(f"layer_overrides: layers {bad} do not exist (num_hidden_layers is {n})")
         if self.hidden_act not in ACTIVATIONS:
             raise ValueError(f"hidden_act: {self.hidden_act!r} is not one of {ACTIVATIONS}")
 
     def plan(self) -> list[tuple[str, str, str]]:
         return [(m, f, self.residual) for m, f in zip(self.mixer_types, self.ffn_types, strict=True)]
+
+    def for_layer(self, index: int) -> HybridConfig:
+        """This config with layer `index`'s overrides applied (itself when it has none)."""
+        over = self.layer_overrides.get(index)
+        return replace(self, **over, layer_overrides={}) if over else self
 
     @classmethod
     def from_config_json(cls, cfg: dict, a_log_len: int | None = None, expert_storage: str = "dense") -> HybridConfig:
@@ -215,7 +254,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                                         rope_dim=cfg.qk_rope_head_dim, v_dim=cfg.v_head_dim,
                                         rope_theta=None if cfg.mla_use_nope else cfg.rope_theta,
                                         rope_interleaved=cfg.rope_interleave, output_gate=cfg.mla_use_output_gate,
-                                        form=cfg.mla_form)
+                                        form=cfg.mla_form, softmax_scale=cfg.attn_scale,
+                                        rope=None if cfg.mla_use_nope else cfg.rope)
     if kind == "mamba2":
         return Mamba2Mixer(H, cfg.mamba_num_heads, cfg.mamba_head_dim, cfg.ssm_state_size, cfg.mamba_n_groups,
                            cfg.mamba_conv_kernel, dt_min=cfg.time_step_min, norm_eps=cfg.rms_norm_eps)
@@ -229,14 +269,17 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
         return Attention(H, heads, kvh, d, rope_theta=cfg.rope_theta, window=window,
                          qk_norm=cfg.qk_norm, output_gate=cfg.attn_output_gate, head_gate=gate, indexer=idx,
                          norm_eps=cfg.rms_norm_eps, gate_in_q=cfg.attn_gate_in_q,
-                         rotary_dim=int(d * cfg.partial_rotary_factor), norm_style=cfg.norm_style)
+                         rotary_dim=int(d * cfg.partial_rotary_factor), norm_style=cfg.norm_style, rope=cfg.rope,
+                         qkv_bias=cfg.attention_bias, o_bias=cfg.attention_out_bias, scale=cfg.attn_scale,
+                         softcap=cfg.attn_softcap, sinks=cfg.attn_sinks, alibi=cfg.alibi,
+                         qk_norm_after_rope=cfg.qk_norm_after_rope)
     return None
 
 
 def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
     H, betas = cfg.hidden_size, (cfg.activation_situ_beta, cfg.activation_situ_linear_beta)
     if kind == "dense":
-        return MLP(H, cfg.intermediate_size, cfg.hidden_act, cfg.gated_ffn, betas)
+        return MLP(H, cfg.intermediate_size, cfg.hidden_act, cfg.gated_ffn, betas, cfg.mlp_bias, cfg.glu_limit)
     if kind in ("moe", "latent_moe"):
         shared = cfg.shared_expert_width if cfg.shared_expert_width is not None else (
             cfg.num_shared_experts * cfg.moe_intermediate_size)
@@ -248,22 +291,47 @@ def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
                    latent_size=cfg.routed_expert_hidden_size if kind == "latent_moe" else None,
                    routing_space=cfg.moe_routing_space, latent_norm=cfg.latent_moe_use_norm,
                    latent_names=cfg.latent_names, situ_betas=betas, norm_eps=cfg.rms_norm_eps,
-                   expert_storage=cfg.expert_storage, shared_gate=cfg.shared_expert_gate)
+                   expert_storage=cfg.expert_storage, shared_gate=cfg.shared_expert_gate,
+                   router_logit_bias=cfg.router_logit_bias, expert_bias=cfg.expert_bias, group_score=cfg.group_score,
+                   glu_limit=cfg.glu_limit, shared_bias=cfg.mlp_bias)
     return None
 
 
 class DecoderLayer(nn.Module):
+    """One layer: mixer and FFN, each a branch added to the residual stream, normed as `cfg.block` says.
+
+    * `pre`: x + f(norm_pre(x)) (Llama); `post`: x + norm_post(f(x)) (OLMo 2); `sandwich`:
+      x + norm_post(f(norm_pre(x))) (Gemma 2/3);
+    * `parallel`: x + mixer(n1(x)) + ffn(n2(x)) (GPT-NeoX); `parallel_shared`: one norm feeds both
+      (GPT-J, Phi, Cohere, Falcon).
+    Norm names: `input_layernorm` (before the mixer), `post_attention_layernorm` (before the FFN, the
+    checkpoints' historical name), `post_mixer_norm` and `post_ffn_norm` (after each branch).
+    """
+
     def __init__(self, cfg: HybridConfig, index: int):
         super().__init__()
+        cfg = cfg.for_layer(index)
         H, eps = cfg.hidden_size, cfg.rms_norm_eps
         mixer_kind, ffn_kind = cfg.mixer_types[index], cfg.ffn_types[index]
-        self.index, self.residual = index, cfg.residual
+        self.index, self.residual, self.block = index, cfg.residual, cfg.block
+        self.multiplier = cfg.residual_multiplier
+        pre, post = cfg.block != "post", cfg.block in ("post", "sandwich")
+        where = cfg.norm_placements
+        if where is None:
+            where = (("pre_mixer",) if pre else ()) + (("pre_ffn",) if pre and cfg.block != "parallel_shared" else ())
+            where += ("post_mixer", "post_ffn") if post else ()
         self.self_attn = _mixer(cfg, mixer_kind)
-        if self.self_attn is not None:
-            self.input_layernorm = make_norm(cfg.norm_style, H, eps)
+        if self.self_attn is not None or cfg.block == "parallel_shared":
+            if "pre_mixer" in where:
+                self.input_layernorm = make_norm(cfg.norm_style, H, eps)
+            if "post_mixer" in where:
+                self.post_mixer_norm = make_norm(cfg.norm_style, H, eps)
         ffn = _ffn(cfg, ffn_kind)
         if ffn is not None:
-            self.post_attention_layernorm = make_norm(cfg.norm_style, H, eps)
+            if "pre_ffn" in where:
+                self.post_attention_layernorm = make_norm(cfg.norm_style, H, eps)
+            if "post_ffn" in where:
+                self.post_ffn_norm = make_norm(cfg.norm_style, H, eps)
         if ffn_kind == "dense":
             self.mlp = ffn
         elif ffn is not None:
@@ -283,18 +351,36 @@ class DecoderLayer(nn.Module):
     def ffn(self) -> nn.Module | None:
         return getattr(self, "mlp", None) or getattr(self, "block_sparse_moe", None)
 
+    @property
+    def parallel(self) -> bool:
+        return self.block.startswith("parallel")
+
+    def _branch(self, out: torch.Tensor, post: str) -> torch.Tensor:
+        norm = getattr(self, post, None)
+        out = norm(out) if norm is not None else out
+        return out * self.multiplier if self.multiplier != 1.0 else out
+
     def mixer_out(self, x, cache, use_cache):
         if self.self_attn is None:
             return torch.zeros_like(x), None
-        return self.self_attn(self.input_layernorm(x), cache=cache, use_cache=use_cache)
+        n = getattr(self, "input_layernorm", None)
+        a, c = self.self_attn(n(x) if n is not None else x, cache=cache, use_cache=use_cache)
+        return self._branch(a, "post_mixer_norm"), c
 
-    def ffn_out(self, x):
+    def ffn_out(self, x, pin_input: torch.Tensor | None = None):
+        """The FFN branch on x; `pin_input` (MoE only) is the input that chooses the experts."""
         f = self.ffn
-        return torch.zeros_like(x) if f is None else f(self.post_attention_layernorm(x))
+        if f is None:
+            return torch.zeros_like(x)
+        n = getattr(self, "input_layernorm" if self.block == "parallel_shared" else "post_attention_layernorm", None)
+        h = n(x) if n is not None else x
+        out = f(h, pin_input=pin_input) if pin_input is not None else f(h)
+        return self._branch(out, "post_ffn_norm")
 
 
 class HybridDecoder(nn.Module):
-    """Embedding -> layers (plan from the config) -> [AttnRes output mix] -> norm -> lm_head."""
+    """Embedding [+ learned positions] [-> norm] -> layers (plan from the config) -> [AttnRes output mix]
+    -> norm -> lm_head [* logit scale] [-> soft-cap]."""
 
     def __init__(self, cfg: HybridConfig, build_layers: bool = True):
         """`build_layers=False` allocates only embedding, final norm and head (for streaming validation)."""
@@ -302,27 +388,58 @@ class HybridDecoder(nn.Module):
         self.config = cfg
         H = cfg.hidden_size
         self.embed_tokens = nn.Embedding(cfg.vocab_size, H)
+        if cfg.learned_positions:
+            self.embed_positions = nn.Embedding(cfg.learned_positions, H)
+        if cfg.embed_norm:
+            self.embed_layernorm = make_norm(cfg.norm_style, H, cfg.rms_norm_eps)
         self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers) if build_layers)
-        self.norm = make_norm(cfg.norm_style, H, cfg.rms_norm_eps)
+        if cfg.final_norm:
+            self.norm = make_norm(cfg.norm_style, H, cfg.rms_norm_eps)
         if cfg.residual.startswith("attnres"):
             self.output_attn_res = PseudoQuery(H)
-        self.lm_head = nn.Linear(H, cfg.vocab_size, bias=False)
+        self.lm_head = nn.Linear(H, cfg.vocab_size, bias=cfg.head_bias)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
 
     def plan(self) -> list[tuple[str, str, str]]:
         return self.config.plan()
 
-    def hidden_states(self, x: torch.Tensor, caches=None, use_cache: bool = False, layer_hook=None, layers=None):
+    def embed(self, input_ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """Token embeddings [B, T, H] (scaled, plus learned positions from `start`, normed when asked)."""
+        cfg = self.config
+        x = self.embed_tokens(input_ids)
+        if cfg.embed_scale != 1.0:   # Gemma multiplies by sqrt(H) rounded to the activation dtype
+            x = x * torch.tensor(cfg.embed_scale, dtype=x.dtype)
+        if cfg.learned_positions:
+            pos = torch.arange(start, start + input_ids.shape[1], device=input_ids.device) + cfg.position_offset
+            if int(pos[-1]) >= cfg.learned_positions:
+                raise ValueError(f"position {int(pos[-1])} is beyond the {cfg.learned_positions} learned positions")
+            x = x + self.embed_positions(pos)
+        return self.embed_layernorm(x) if cfg.embed_norm else x
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """lm_head on the final hidden, times the logit scale, soft-capped when the family caps."""
+        cfg = self.config
+        y = self.lm_head(h)
+        if cfg.logit_scale != 1.0:
+            y = y * cfg.logit_scale
+        if cfg.final_softcap:
+            y = torch.tanh(y / cfg.final_softcap) * cfg.final_softcap
+        return y
+
+    def hidden_states(self, x: torch.Tensor, caches=None, use_cache: bool = False, layer_hook=None, layers=None,
+                      routing_pins: dict | None = None):
         """Run the layers on embeddings x [B, T, H]; returns (final hidden before lm_head, caches).
 
         `layers` replaces `self.layers` with any iterable of DecoderLayers in order, e.g. a generator that
         loads each layer from disk just before it runs (archprobe.validate streams weights this way);
-        `layer_hook(i, hidden)` sees each layer's output.
+        `layer_hook(i, hidden)` sees each layer's output. `routing_pins` {layer: input} makes layer i's
+        MoE choose its experts from that input (validate's --pin-routing) instead of its own.
         """
         cfg = self.config
         caches = list(caches) if caches is not None else [None] * cfg.num_hidden_layers
         layers = self.layers if layers is None else layers
+        pins = routing_pins or {}
         new_caches = []
         if cfg.residual.startswith("attnres"):
             state = AttnResState(x, cfg.attn_res_block_size if cfg.residual == "attnres_block" else None)
@@ -330,7 +447,7 @@ class HybridDecoder(nn.Module):
                 a_in = state.before_attention(layer.self_attention_res, i)
                 a, c = layer.mixer_out(a_in, caches[i], use_cache)
                 state.add(a)
-                m = layer.ffn_out(state.before_ffn(layer.mlp_res))
+                m = layer.ffn_out(state.before_ffn(layer.mlp_res), pins.get(i))
                 state.add(m)
                 new_caches.append(c)
                 if layer_hook:
@@ -340,12 +457,14 @@ class HybridDecoder(nn.Module):
             history = [x]
             for i, layer in enumerate(layers):
                 a, c = layer.mixer_out(x, caches[i], use_cache)
-                if cfg.residual == "gated":
+                if layer.parallel:
+                    x = x + a + layer.ffn_out(x, pins.get(i))
+                elif cfg.residual == "gated":
                     x = x + layer.attn_res_gate * a
-                    x = x + layer.mlp_res_gate * layer.ffn_out(x)
+                    x = x + layer.mlp_res_gate * layer.ffn_out(x, pins.get(i))
                 else:
                     x = x + a
-                    x = x + layer.ffn_out(x)
+                    x = x + layer.ffn_out(x, pins.get(i))
                 if cfg.residual == "depth_weights":  # h_{i+1} = block output; mix h_0..h_{i+1}
                     history.append(x)
                     x = torch.einsum("n,n...->...", layer.dwa_weights.to(x.dtype), torch.stack(history))
@@ -353,12 +472,15 @@ class HybridDecoder(nn.Module):
                 if layer_hook:
                     layer_hook(i, x)
             out = x
-        return self.norm(out), new_caches
+        return (self.norm(out) if cfg.final_norm else out), new_caches
 
     def forward(self, input_ids: torch.Tensor, caches=None, use_cache: bool = False, logits_to_keep: int = 0):
         """Logits [B, T, V] (only the last `logits_to_keep` positions when > 0, as serving engines do)."""
-        h, new_caches = self.hidden_states(self.embed_tokens(input_ids), caches, use_cache)
-        logits = self.lm_head(h[:, -logits_to_keep:] if logits_to_keep else h)
+        start = 0
+        if caches is not None and caches[0] is not None:
+            start = getattr(caches[0], "pos", None) or getattr(caches[0], "length", 0)
+        h, new_caches = self.hidden_states(self.embed(input_ids, start), caches, use_cache)
+        logits = self.logits(h[:, -logits_to_keep:] if logits_to_keep else h)
         return (logits, new_caches) if use_cache or caches is not None else logits
 
 

@@ -16,15 +16,20 @@ from torch import nn
 
 from archprobe.nn.cache import MLACache, causal_mask
 from archprobe.nn.norm import RMSNorm
-from archprobe.nn.rope import apply_rope
+from archprobe.nn.rope import Rope
 from archprobe.ops.mla import mla_absorbed, mla_naive
 
 
 class MultiHeadLatentAttention(nn.Module):
     def __init__(self, hidden: int, heads: int, *, kv_lora_rank: int, q_lora_rank: int | None, nope_dim: int,
                  rope_dim: int, v_dim: int, rope_theta: float | None = None, rope_interleaved: bool = False,
-                 output_gate: bool = False, latent_eps: float = 1e-6, form: str = "naive", softmax_scale=None):
+                 output_gate: bool = False, latent_eps: float = 1e-6, form: str = "naive", softmax_scale=None,
+                 rope: Rope | None = None):
+        """`rope` (scaled frequencies, e.g. DeepSeek-V3's YaRN) replaces `rope_theta`/`rope_interleaved`."""
         super().__init__()
+        if rope is None and rope_theta is not None:
+            rope = Rope(rope_theta, rope_dim, interleaved=rope_interleaved)
+        self.rope_spec = rope
         self.heads, self.nope, self.rope, self.vdim, self.r = heads, nope_dim, rope_dim, v_dim, kv_lora_rank
         self.rope_theta, self.rope_interleaved, self.form = rope_theta, rope_interleaved, form
         self.scale = softmax_scale or (nope_dim + rope_dim) ** -0.5
@@ -50,10 +55,10 @@ class MultiHeadLatentAttention(nn.Module):
         ckv, krope = self.kv_a_proj_with_mqa(x).split([self.r, self.rope], dim=-1)
         ckv = self.kv_a_layernorm(ckv)
         start = cache.length if cache is not None else 0
-        if self.rope_theta is not None:
+        if self.rope_spec is not None:
             pos = torch.arange(start, start + T, device=x.device)
-            q_rope = apply_rope(q_rope, pos, self.rope_theta, self.rope_interleaved)
-            krope = apply_rope(krope.unsqueeze(2), pos, self.rope_theta, self.rope_interleaved).squeeze(2)
+            q_rope = self.rope_spec.apply(q_rope, pos)
+            krope = self.rope_spec.apply(krope.unsqueeze(2), pos).squeeze(2)
         if cache is not None:
             ckv = torch.cat([cache.ckv, ckv], dim=1)
             krope = torch.cat([cache.krope, krope], dim=1)

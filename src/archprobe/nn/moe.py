@@ -18,42 +18,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from archprobe.nn.activations import ACTIVATIONS, glu, plain
 from archprobe.nn.norm import RMSNorm
 from archprobe.ops.moe import moe_dense_reference, moe_dispatch, moe_route, routing_stats
-from archprobe.ops.situ import situ_glu
 
-ACTIVATIONS = ("silu", "situ", "relu2", "gelu")
-
-
-def glu(activation: str, situ_betas=(4.0, 25.0)):
-    """(gate, up) -> hidden for gated activations; None for non-gated ones."""
-    if activation == "silu":   # in place over the fresh activation: one [n, F] buffer less per expert
-        return lambda g, u: F.silu(g).mul_(u)
-    if activation == "gelu":
-        return lambda g, u: F.gelu(g, approximate="tanh").mul_(u)
-    if activation == "situ":
-        return lambda g, u: situ_glu(g, u, beta=situ_betas[0], linear_beta=situ_betas[1])
-    return None
-
-
-def plain(activation: str):
-    if activation == "relu2":
-        return lambda u: F.relu(u).square()
-    if activation == "silu":
-        return F.silu
-    raise ValueError(f"activation {activation!r} has no non-gated form here")
-
+__all__ = ["ACTIVATIONS", "MLP", "ExpertBank", "Router", "MoE"]
 
 class MLP(nn.Module):
-    """Dense FFN: down(act(gate x) * up x) when gated, down(act(up x)) otherwise."""
+    """Dense FFN: down(act(gate x) * up x) when gated, down(act(up x)) otherwise; `bias` on all three."""
 
-    def __init__(self, hidden: int, width: int, activation: str = "silu", gated: bool = True, situ_betas=(4.0, 25.0)):
+    def __init__(self, hidden: int, width: int, activation: str = "silu", gated: bool = True, situ_betas=(4.0, 25.0),
+                 bias: bool = False, glu_limit: float = 7.0):
         super().__init__()
         if gated:
-            self.gate_proj = nn.Linear(hidden, width, bias=False)
-        self.up_proj = nn.Linear(hidden, width, bias=False)
-        self.down_proj = nn.Linear(width, hidden, bias=False)
-        self.act = glu(activation, situ_betas) if gated else plain(activation)
+            self.gate_proj = nn.Linear(hidden, width, bias=bias)
+        self.up_proj = nn.Linear(hidden, width, bias=bias)
+        self.down_proj = nn.Linear(width, hidden, bias=bias)
+        self.act = glu(activation, situ_betas, glu_limit) if gated else plain(activation)
         self.gated = gated
 
     def forward(self, x):
@@ -72,7 +53,7 @@ class ExpertBank(nn.Module):
     """
 
     def __init__(self, num_experts: int, in_width: int, width: int, activation: str, gated: bool,
-                 situ_betas=(4.0, 25.0), storage: str = "dense"):
+                 situ_betas=(4.0, 25.0), storage: str = "dense", bias: bool = False, glu_limit: float = 7.0):
         super().__init__()
         if storage not in ("dense", "mxfp4"):
             raise ValueError(f"storage must be 'dense' or 'mxfp4', not {storage!r}")
@@ -84,8 +65,12 @@ class ExpertBank(nn.Module):
             else:
                 self.register_buffer(name + "_packed", torch.zeros(num_experts, rows, cols // 2, dtype=torch.uint8))
                 self.register_buffer(name + "_scale", torch.zeros(num_experts, rows, cols // 32, dtype=torch.uint8))
+        if bias:   # gpt-oss: gate_up_proj_bias [E, 2F], down_proj_bias [E, L]
+            self.gate_up_proj_bias = nn.Parameter(torch.zeros(num_experts, shapes[0][0]))
+            self.down_proj_bias = nn.Parameter(torch.zeros(num_experts, in_width))
         self.gated, self.num_experts, self.width, self.storage = gated, num_experts, width, storage
-        self.act = glu(activation, situ_betas) if gated else plain(activation)
+        self.has_bias = bias
+        self.act = glu(activation, situ_betas, glu_limit) if gated else plain(activation)
 
     def weight(self, name: str, e: int, dtype: torch.dtype) -> torch.Tensor:
         if self.storage == "dense":
@@ -97,27 +82,35 @@ class ExpertBank(nn.Module):
     def run(self, x: torch.Tensor, e: int, scale: torch.Tensor | None = None) -> torch.Tensor:
         """Expert e on x [n, in], times scale [n, 1] (the routing weights) when given: applied to the
         hidden, which down_proj (linear, no bias) carries to the output on fewer columns."""
+        b_in = self.gate_up_proj_bias[e] if self.has_bias else None
         if self.gated:  # F.linear: PyTorch's linear path is faster than `x @ w.T` on CPU (~15% measured)
-            gate, up = F.linear(x, self.weight("gate_up_proj", e, x.dtype)).split(self.width, dim=-1)
+            gate, up = F.linear(x, self.weight("gate_up_proj", e, x.dtype), b_in).split(self.width, dim=-1)
             h = self.act(gate, up)
         else:
-            h = self.act(F.linear(x, self.weight("up_proj", e, x.dtype)))
+            h = self.act(F.linear(x, self.weight("up_proj", e, x.dtype), b_in))
+        if self.has_bias:   # the output bias is routed too: scale the output, not the hidden
+            y = F.linear(h, self.weight("down_proj", e, x.dtype), self.down_proj_bias[e])
+            return y if scale is None else y * scale.to(y.dtype)
         if scale is not None:
             h = h.mul_(scale.to(h.dtype))   # h is the activation's fresh output
         return F.linear(h, self.weight("down_proj", e, x.dtype))
 
 
 class Router(nn.Module):
-    """`gate.weight` [E, in] and the selection bias `gate.e_score_correction_bias` [E] (float32)."""
+    """`gate.weight` [E, in], the selection bias `gate.e_score_correction_bias` [E] (float32, chooses
+    experts but does not weigh them) and, with `logit_bias`, a plain linear bias `gate.bias` (gpt-oss)."""
 
-    def __init__(self, in_width: int, num_experts: int, bias: bool):
+    def __init__(self, in_width: int, num_experts: int, bias: bool, logit_bias: bool = False):
         super().__init__()
         self.weight = nn.Parameter(torch.randn(num_experts, in_width) * in_width ** -0.5)
         if bias:
             self.e_score_correction_bias = nn.Parameter(torch.zeros(num_experts), requires_grad=False)
+        if logit_bias:
+            self.bias = nn.Parameter(torch.zeros(num_experts))
 
     def forward(self, x):
-        return F.linear(x.float(), self.weight.float())
+        b = getattr(self, "bias", None)
+        return F.linear(x.float(), self.weight.float(), None if b is None else b.float())
 
 
 class MoE(nn.Module):
@@ -128,8 +121,12 @@ class MoE(nn.Module):
                  latent_names: tuple[str, str, str] = ("routed_expert_down_proj", "routed_expert_up_proj",
                                                        "routed_expert_norm"),
                  situ_betas=(4.0, 25.0), norm_eps: float = 1e-5, dispatch: bool = True,
-                 expert_storage: str = "dense", shared_gate: bool = False):
-        """`shared_gate`: Qwen3-Next's single `shared_expert` scaled by sigmoid(`shared_expert_gate` x)."""
+                 expert_storage: str = "dense", shared_gate: bool = False, router_logit_bias: bool = False,
+                 expert_bias: bool = False, group_score: str = "top2_sum", glu_limit: float = 7.0,
+                 shared_bias: bool = False):
+        """`shared_gate`: Qwen3-Next's single `shared_expert` scaled by sigmoid(`shared_expert_gate` x).
+        `group_score`: how group-limited routing ranks groups, `top2_sum` (DeepSeek-V3) or `max`
+        (DeepSeek-V2's group_limited_greedy). `router_logit_bias`/`expert_bias`: gpt-oss's biases."""
         super().__init__()
         if routing_space not in ("hidden", "latent"):
             raise ValueError(f"routing_space must be 'hidden' or 'latent', not {routing_space!r}")
@@ -140,33 +137,50 @@ class MoE(nn.Module):
         self.groups, self.topk_groups, self.dispatch = groups, topk_groups, dispatch
         self.routing_space, self.latent_names = routing_space, latent_names
         self.num_experts = num_experts
-        self.gate = Router(L if routing_space == "latent" else hidden, num_experts, router_bias)
-        self.experts = ExpertBank(num_experts, L, expert_width, activation, gated, situ_betas, expert_storage)
+        if group_score not in ("top2_sum", "max"):
+            raise ValueError(f"group_score must be 'top2_sum' or 'max', not {group_score!r}")
+        self.group_score = group_score
+        self.gate = Router(L if routing_space == "latent" else hidden, num_experts, router_bias, router_logit_bias)
+        self.experts = ExpertBank(num_experts, L, expert_width, activation, gated, situ_betas, expert_storage,
+                                  expert_bias, glu_limit)
         if latent_size:
             setattr(self, latent_names[0], nn.Linear(hidden, latent_size, bias=False))
             setattr(self, latent_names[1], nn.Linear(latent_size, hidden, bias=False))
             if latent_norm:
                 setattr(self, latent_names[2], RMSNorm(latent_size, eps=norm_eps))
-        self.latent_size, self.latent_norm = latent_size, latent_norm
+        self.latent_size, self.use_latent_norm = latent_size, latent_norm
         self.shared_gated = bool(shared_width and shared_gate)
         if self.shared_gated:
-            self.shared_expert = MLP(hidden, shared_width, activation, gated, situ_betas)
+            self.shared_expert = MLP(hidden, shared_width, activation, gated, situ_betas, shared_bias, glu_limit)
             self.shared_expert_gate = nn.Linear(hidden, 1, bias=False)
         elif shared_width:
-            self.shared_experts = MLP(hidden, shared_width, activation, gated, situ_betas)
+            self.shared_experts = MLP(hidden, shared_width, activation, gated, situ_betas, shared_bias, glu_limit)
         self.last_routing: tuple[torch.Tensor, torch.Tensor] | None = None
-        # validate --pin-routing: the reference's input to this block; experts are chosen from it so a
-        # last-bit difference upstream cannot flip a choice. `pinned_flips` counts tokens it changed.
-        self.pin_input: torch.Tensor | None = None
+        # `pinned_flips`: how many tokens the last pinned forward chose differently from its own input
         self.pinned_flips = 0
 
     def route(self, r_in: torch.Tensor, experts: torch.Tensor | None = None):
         bias = getattr(self.gate, "e_score_correction_bias", None)
-        return moe_route(self.gate(r_in), self.top_k, score=self.score, bias=bias, renormalize=self.renormalize,
+        logits = self.gate(r_in)
+        if experts is None and self.groups > 1 and self.group_score == "max":
+            experts = self._group_max_choice(logits, bias)
+        return moe_route(logits, self.top_k, score=self.score, bias=bias, renormalize=self.renormalize,
                          scale=self.scale, groups=self.groups, topk_groups=self.topk_groups, experts=experts)
 
-    def _pinned_experts(self, own_r_in: torch.Tensor) -> torch.Tensor:
-        pin = self.pin_input.reshape(-1, self.pin_input.shape[-1]).to(own_r_in.dtype)
+    def _group_max_choice(self, logits: torch.Tensor, bias) -> torch.Tensor:
+        """DeepSeek-V2's group-limited greedy choice: keep the `topk_groups` groups with the highest
+        single (biased) score, then the top-k experts inside them."""
+        s = torch.softmax(logits.float(), -1) if self.score == "softmax" else torch.sigmoid(logits.float())
+        if bias is not None:
+            s = s + bias.float()
+        T, E = s.shape
+        best = s.view(T, self.groups, E // self.groups).amax(-1)
+        keep = torch.zeros_like(best, dtype=torch.bool).scatter_(1, best.topk(self.topk_groups, -1).indices, True)
+        s = s.masked_fill(~keep.repeat_interleave(E // self.groups, dim=1), 0.0)
+        return s.topk(self.top_k, -1, sorted=True).indices
+
+    def _pinned_experts(self, own_r_in: torch.Tensor, pin_input: torch.Tensor) -> torch.Tensor:
+        pin = pin_input.reshape(-1, pin_input.shape[-1]).to(own_r_in.dtype)
         if self.latent_size and self.routing_space == "latent":
             pin = getattr(self, self.latent_names[0])(pin)
         _, forced = self.route(pin)
@@ -174,18 +188,20 @@ class MoE(nn.Module):
         self.pinned_flips = int((forced.sort(-1).values != own.sort(-1).values).any(-1).sum())
         return forced
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pin_input: torch.Tensor | None = None) -> torch.Tensor:
+        """`pin_input` (validate --pin-routing): the reference's input to this block; experts are chosen
+        from it so a last-bit difference upstream cannot flip a choice; weights still come from x."""
         shape = x.shape
         xf = x.reshape(-1, shape[-1])
         z = getattr(self, self.latent_names[0])(xf) if self.latent_size else xf
         r_in = z if self.routing_space == "latent" else xf
-        forced = self._pinned_experts(r_in) if self.pin_input is not None else None
+        forced = self._pinned_experts(r_in, pin_input) if pin_input is not None else None
         weights, experts = self.route(r_in, experts=forced)
         self.last_routing = (experts.detach(), weights.detach())
         run = moe_dispatch if self.dispatch else moe_dense_reference
         y = run(z, weights, experts, self.experts.run, self.num_experts)
         if self.latent_size:
-            if self.latent_norm:
+            if self.use_latent_norm:
                 y = getattr(self, self.latent_names[2])(y)
             y = getattr(self, self.latent_names[1])(y)
         if hasattr(self, "shared_experts"):

@@ -54,7 +54,7 @@ def collect(source: str | None, context: str = "32k", batch: int = 1, budget: st
         if validation.get("schema") != "archprobe.validate/1":
             raise ArchprobeError(f"{validate_json}: schema {validation.get('schema')!r}, expected archprobe.validate/1")
     elif run_validate:
-        from archprobe.validate.stream import validate
+        from archprobe.validate import validate
 
         validation = validate(source)
     return {"schema": SCHEMA, "source": source, "inspect": doc, "memory": plan, "sweep": sweep,

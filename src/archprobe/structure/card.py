@@ -118,6 +118,7 @@ class Norm:
 class Embedding:
     scale: float | None = None       # output multiplier (gemma: sqrt(hidden))
     pos_kind: str | None = None      # rope, learned, alibi, none
+    position_offset: int | None = None   # learned positions: row of position t is t + offset (OPT: 2)
 
 
 @dataclass
@@ -135,6 +136,7 @@ class Rope:
 class Head:
     soft_cap: float | None = None
     tied: bool | None = None
+    scale: float | None = None       # logits multiplier (cohere logit_scale; granite 1 / logits_scaling)
 
 
 @dataclass
@@ -171,6 +173,8 @@ class Mixer:
     output_gate: str | None = None
     rope: bool | None = None
     alibi: bool | None = None
+    scale: float | None = None       # softmax scale when not 1/sqrt(head_dim) (query_pre_attn_scalar, ...)
+    qk_norm_after_rope: bool | None = None   # q/k norms applied to the rotated q, k (HunYuan)
     kv_lora_rank: int | None = None
     q_lora_rank: int | None = None
     rope_dim: int | None = None
@@ -212,6 +216,7 @@ class Ffn:
 class Residual:
     kind: str = "identity"           # identity, gated, depth_weights, attnres
     block_size: int | None = None
+    multiplier: float | None = None  # x + m * branch(x) (granite residual_multiplier); None: 1
 
 
 @dataclass

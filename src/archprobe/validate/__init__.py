@@ -1,5 +1,6 @@
-"""Validation: map a checkpoint onto archprobe.nn, stream it layer by layer, compare with a reference."""
+"""Validation: the card -> archprobe.nn, streamed layer by layer, compared with a reference
+(load: validate/load.py, build: validate/build.py, stream: validate/stream.py, compare: validate/reference.py)."""
 
-from archprobe.validate.stream import validate
+from archprobe.validate.pipeline import validate
 
 __all__ = ["validate"]

@@ -1,0 +1,592 @@
+"""The card -> archprobe.nn: the HybridConfig the card describes and where each bound tensor goes.
+
+Nothing here knows a family: every number comes from a card field, every tensor from a card role
+(`layers.3.mixer.q` <- whatever the checkpoint calls it), so a renamed twin or a new family runs the same
+way. `ROLE_PARAMS` is the one table from role leaves to archprobe.nn parameter names; storage layouts
+the card records (`qkv_split`, `qkv_interleaved`, `gate_up`, `transposed`, `stacked_transposed`) become
+`Derived` tensors (split, de-interleaved, transposed, stacked) at load time.
+
+Refusals are data: a field validate needs that the card leaves unknown raises `NeedsField` (the CLI
+prints it in one line with how to set it with `--card`); a mechanism archprobe.nn does not implement
+raises `Unsupported` naming the one missing piece.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from archprobe.errors import ArchprobeError
+
+ATTENTION_KINDS = ("gqa", "mha", "mqa")
+LAYER_ROLE = re.compile(r"^layers\.(\d+)\.(mixer|ffn|norm|residual)\.(.+)$")
+BARE = ("sinks", "A_log", "D", "dt_bias")   # parameters stored without a `.weight` leaf
+
+# role leaf -> archprobe.nn parameter path (under the layer's mixer / FFN module); `.weight` implied
+MIXER_PARAMS = {
+    "attention": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_norm": "q_norm",
+                  "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj"},
+    "mla": {"q": "q_proj", "q_a": "q_a_proj", "q_a_norm": "q_a_layernorm", "q_b": "q_b_proj",
+            "kv_a": "kv_a_proj_with_mqa", "kv_a_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "o": "o_proj",
+            "g": "g_proj"},
+    "kda": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_conv": "q_conv1d", "k_conv": "k_conv1d",
+            "v_conv": "v_conv1d", "f_a": "f_a_proj", "f_b": "f_b_proj", "g_a": "g_a_proj", "g_b": "g_b_proj",
+            "g": "g_proj", "b": "b_proj", "A_log": "A_log", "dt_bias": "dt_bias", "o_norm": "o_norm"},
+    "gated_deltanet": {"in_proj_qkvz": "in_proj_qkvz", "in_proj_ba": "in_proj_ba", "conv1d": "conv1d",
+                       "A_log": "A_log", "dt_bias": "dt_bias", "norm": "norm", "out_proj": "out_proj"},
+    "mamba2": {"in_proj": "in_proj", "out_proj": "out_proj", "conv1d": "conv1d", "A_log": "A_log", "D": "D",
+               "dt_bias": "dt_bias", "norm": "norm"},
+}
+FFN_PARAMS = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
+NORM_MODULES = {"pre_mixer": "input_layernorm", "pre_ffn": "post_attention_layernorm",
+                "post_mixer": "post_mixer_norm", "post_ffn": "post_ffn_norm"}
+MODEL_PARAMS = {"embed": "embed_tokens", "pos_embed": "embed_positions", "embed_norm": "embed_layernorm",
+                "final_norm": "norm", "head": "lm_head"}
+LATENT_NAMES = ("latent_down", "latent_up", "latent_norm")
+RESIDUAL_PARAMS = {"pre_mixer.query": "self_attention_res.proj.weight",
+                   "pre_mixer.norm": "self_attention_res.norm.weight",
+                   "pre_ffn.query": "mlp_res.proj.weight", "pre_ffn.norm": "mlp_res.norm.weight",
+                   "depth_weights": "dwa_weights"}
+OUTPUT_RESIDUAL = {"output_residual.query": "output_attn_res.proj.weight",
+                   "output_residual.norm": "output_attn_res.norm.weight"}
+
+
+class Unsupported(ArchprobeError):
+    """The card describes something archprobe.nn cannot run (yet); the message names the one piece."""
+
+
+class NeedsField(ArchprobeError):
+    """A field validate needs is `unknown` on the card."""
+
+    def __init__(self, path: str, what: str = ""):
+        super().__init__(f"validate needs card field {path}{' (' + what + ')' if what else ''}, which the card "
+                         f"leaves unknown", hint=f"write the card (archprobe card SOURCE -o card.yaml), set "
+                         f"`{path}: <value>`, and pass --card card.yaml")
+        self.path = path
+
+
+@dataclass
+class Derived:
+    """A module tensor computed from checkpoint tensors at load time (split, transposed, stacked)."""
+
+    target: str
+    sources: tuple[str, ...]
+    fn: Callable
+
+
+@dataclass
+class Part:
+    """What one layer (or the model level, index None) loads: module name <- checkpoint name, plus
+    derived tensors whose sources are entries of `names` (names starting `src:` are not parameters)."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    derived: list[Derived] = field(default_factory=list)
+
+
+@dataclass
+class Blueprint:
+    config: object                  # archprobe.nn.decoder.HybridConfig
+    parts: dict                     # layer index or None -> Part
+    unmapped: list[str]             # checkpoint tensors validate does not load (set aside, unexplained)
+
+
+def _need(value, path: str, what: str = ""):
+    if value is None:
+        raise NeedsField(path, what)
+    return value
+
+
+def _norm_kind(norm, path: str, has_weight: bool, has_bias: bool) -> str:
+    kind = _need(getattr(norm, "kind", None), f"{path}.kind", "rms or layer")
+    offset = bool(getattr(norm, "offset", False))
+    if kind == "rms":
+        if not has_weight:
+            return "rms_noweight"
+        if has_bias:
+            raise Unsupported(f"{path}: an RMSNorm with a bias")
+        return "zero_centered" if offset else "rms"
+    if kind == "layer":
+        if not has_weight:
+            return "layer_noweight"
+        if offset:
+            if not has_bias:
+                raise Unsupported(f"{path}: a (1 + w) LayerNorm without a bias")
+            return "layer_offset"
+        return "layer" if has_bias else "layer_nobias"
+    raise Unsupported(f"{path}.kind {kind!r}: archprobe.nn knows rms and layer norms")
+
+
+def _rope(card, head_dim: int | None, rope_dim: int | None = None):
+    """The model's Rope for a head of `head_dim` (or exactly `rope_dim` channels for MLA)."""
+    from archprobe.nn.rope import ROPE_TYPES, Rope
+
+    r = card.rope
+    theta = _need(r.theta, "rope.theta")
+    kind = r.type or "default"
+    if kind not in ROPE_TYPES:
+        raise Unsupported(f"rope.type {kind!r} (archprobe.nn knows {', '.join(ROPE_TYPES)})")
+    params = dict(r.scaling or {})   # the card's raw rope dict: factors and lists the fields do not name
+    if rope_dim is None:
+        fraction = r.partial_rotary_factor
+        if fraction is None:
+            fraction = params.get("partial_rotary_factor", 1.0)
+        dim = int(head_dim * fraction)
+    else:
+        dim = rope_dim
+    if r.factor is not None:
+        params["factor"] = r.factor
+    if r.original_max_position is not None:
+        params["original_max_position_embeddings"] = r.original_max_position
+    rope = Rope(float(theta), dim - dim % 2, kind, params, bool(r.interleaved), card.max_position_embeddings)
+    try:
+        rope.inv_freq(1)
+    except ValueError as exc:   # "rope type 'longrope' needs short_factor"
+        key = str(exc).rsplit(" ", 1)[-1]
+        raise NeedsField(f"rope.scaling.{key}", f"rope type {kind}") from None
+    return rope
+
+
+def _yarn_mscale(card) -> float:
+    """DeepSeek's MLA multiplies its softmax scale by mscale(factor, mscale_all_dim)^2 under YaRN."""
+    r = card.rope
+    params = r.scaling or {}
+    m_all = params.get("mscale_all_dim")
+    factor = r.factor or params.get("factor")
+    if (r.type or "default") != "yarn" or not m_all or not factor or factor <= 1:
+        return 1.0
+    return (0.1 * m_all * math.log(factor) + 1.0) ** 2
+
+
+def _mixer_kind(kind: str, path: str) -> str:
+    if kind in ATTENTION_KINDS:
+        return "gqa"
+    if kind in ("mla", "kda", "gated_deltanet", "mamba2", "none", "lowrank_kv"):
+        return kind
+    if kind == "unknown":
+        raise NeedsField(f"{path}.kind", "gqa, mla, kda, gated_deltanet, mamba2 or none")
+    raise Unsupported(f"{path}.kind {kind!r}: no archprobe.nn module for this mixer")
+
+
+def _layer_fields(card, i: int, roles: set[str]) -> dict:
+    """The HybridConfig fields layer i needs, from its card part (every value from a field or a role)."""
+    layer = card.layers[i]
+    m, f = layer.mixer, layer.ffn
+    p = f"layers.{i}"
+    has = lambda leaf: f"{p}.{leaf}" in roles  # noqa: E731
+    out: dict = {}
+    mk = _mixer_kind(m.kind, f"{p}.mixer")
+    out["mixer"] = mk
+    if mk == "gqa":
+        heads = _need(m.num_heads, f"{p}.mixer.num_heads")
+        out.update(num_attention_heads=heads, num_key_value_heads=_need(m.num_kv_heads, f"{p}.mixer.num_kv_heads"),
+                   head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"))
+        bias = m.bias or {}
+        qkv_b = has("mixer.q.bias") or has("mixer.qkv.bias") or bool(bias.get("q"))
+        out.update(attention_bias=qkv_b, attention_out_bias=has("mixer.o.bias") or bool(bias.get("o")))
+        if qkv_b and not (has("mixer.k.bias") or has("mixer.qkv.bias")):
+            raise Unsupported(f"{p}.mixer: a q bias without k/v biases")
+        out["sliding_window"] = m.sliding_window
+        out["mixer"] = "swa" if m.sliding_window else "gqa"
+        qk = {"per_head": "head", "full": "full", "per_head_weights": "per_head_weights", None: False}
+        if m.qk_norm not in qk:
+            raise Unsupported(f"{p}.mixer.qk_norm {m.qk_norm!r}")
+        out["qk_norm"] = qk[m.qk_norm]
+        out["attn_softcap"] = m.logit_soft_cap
+        out["attn_sinks"] = bool(m.sinks) or has("mixer.sinks")
+        out["alibi"] = bool(m.alibi)
+        gate = m.output_gate
+        if gate not in (None, "sigmoid_g_proj", "fused_in_q_proj"):
+            raise Unsupported(f"{p}.mixer.output_gate {gate!r} on softmax attention")
+        out["attn_output_gate"] = gate == "sigmoid_g_proj"
+        out["attn_gate_in_q"] = gate == "fused_in_q_proj"
+        out["attn_scale"] = getattr(m, "scale", None)
+        out["qk_norm_after_rope"] = bool(getattr(m, "qk_norm_after_rope", None))
+        no_rope = m.rope is False or m.alibi or card.embed.pos_kind in ("learned", "alibi", "none")
+        out["rope"] = None if no_rope else _rope(card, out["head_dim"])
+        out["rope_theta"] = None if out["rope"] is None else out["rope"].theta
+    elif mk == "mla":
+        heads = _need(m.num_heads, f"{p}.mixer.num_heads")
+        rope_dim = _need(m.rope_dim, f"{p}.mixer.rope_dim")
+        nope = _need(m.nope_dim, f"{p}.mixer.nope_dim")
+        out.update(num_attention_heads=heads, q_lora_rank=m.q_lora_rank,
+                   kv_lora_rank=_need(m.kv_lora_rank, f"{p}.mixer.kv_lora_rank"), qk_nope_head_dim=nope,
+                   qk_rope_head_dim=rope_dim, v_head_dim=_need(m.v_head_dim, f"{p}.mixer.v_head_dim"),
+                   mla_use_output_gate=m.output_gate is not None and has("mixer.g"))
+        if m.rope is False:
+            out.update(mla_use_nope=True, rope=None)
+        else:
+            out.update(mla_use_nope=False, rope=_rope(card, None, rope_dim))
+        scale = getattr(m, "scale", None)
+        out["attn_scale"] = scale if scale is not None else (nope + rope_dim) ** -0.5 * _yarn_mscale(card)
+    elif mk == "kda":
+        out.update(linear_num_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
+                   linear_head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
+                   short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+                   kda_gate="bounded" if m.gate_lower_bound is not None else "softplus",
+                   gate_lower_bound=m.gate_lower_bound if m.gate_lower_bound is not None else -5.0,
+                   use_full_rank_gate=has("mixer.g"), a_log_len=m.a_log_stored)
+    elif mk == "gated_deltanet":   # num_heads = value heads; conv_dim = 2 Hk dk + Hv dv gives the key heads
+        hv = _need(m.num_heads, f"{p}.mixer.num_heads")
+        dk = _need(m.head_dim, f"{p}.mixer.head_dim")
+        dv = m.value_head_dim or m.v_head_dim or dk
+        conv = _need(m.conv_dim, f"{p}.mixer.conv_dim")
+        hk, rest = divmod(conv - hv * dv, 2 * dk)
+        if rest or hk <= 0 or hv % hk:
+            raise Unsupported(f"{p}.mixer: conv_dim {conv} does not split into key heads of {dk} and "
+                              f"{hv} value heads of {dv}")
+        out.update(linear_num_key_heads=hk, linear_num_value_heads=hv, linear_key_head_dim=dk,
+                   linear_value_head_dim=dv, short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"))
+    elif mk == "mamba2":
+        out.update(mamba_num_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
+                   mamba_head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
+                   ssm_state_size=_need(m.state_size, f"{p}.mixer.state_size"),
+                   mamba_n_groups=_need(m.n_groups, f"{p}.mixer.n_groups"),
+                   mamba_conv_kernel=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"))
+    # FFN
+    fk = f.kind
+    if fk == "unknown":
+        raise NeedsField(f"{p}.ffn.kind", "dense, moe, latent_moe or none")
+    if fk not in ("dense", "moe", "latent_moe", "none"):
+        raise Unsupported(f"{p}.ffn.kind {fk!r}")
+    out["ffn"] = fk
+    if fk != "none":
+        from archprobe.nn.activations import ACTIVATIONS
+
+        act = _need(f.activation, f"{p}.ffn.activation")
+        if act not in ACTIVATIONS:
+            raise Unsupported(f"{p}.ffn.activation {act!r} (archprobe.nn knows {', '.join(ACTIVATIONS)})")
+        out.update(hidden_act=act, gated_ffn=_need(f.gated, f"{p}.ffn.gated"),
+                   mlp_bias=bool(f.bias) or has("ffn.down.bias") or has("ffn.shared.down.bias"))
+        if act == "swiglu_oss" and getattr(f, "glu_limit", None) is not None:
+            out["glu_limit"] = f.glu_limit
+    if fk == "dense":
+        out["intermediate_size"] = _need(f.width, f"{p}.ffn.width")
+    elif fk in ("moe", "latent_moe"):
+        r = f.router
+        score = _need(r.scoring, f"{p}.ffn.router.scoring", "softmax or sigmoid")
+        if score not in ("softmax", "sigmoid"):
+            raise Unsupported(f"{p}.ffn.router.scoring {score!r}")
+        sel = bool(r.selection_bias)
+        out.update(num_experts=_need(f.num_experts, f"{p}.ffn.num_experts"),
+                   num_experts_per_token=_need(f.top_k, f"{p}.ffn.top_k"),
+                   moe_intermediate_size=_need(f.expert_width, f"{p}.ffn.expert_width"),
+                   moe_router_activation_func=score, moe_router_bias=sel,
+                   router_logit_bias=has("ffn.router.bias") and not sel,
+                   moe_renormalize=_need(r.renormalize, f"{p}.ffn.router.renormalize"),
+                   routed_scaling_factor=r.scaling if r.scaling is not None else 1.0,
+                   n_group=r.n_group or 1, topk_group=r.topk_group or 1,
+                   group_score=getattr(r, "group_score", None) or "top2_sum",
+                   moe_routing_space=r.input or "hidden",
+                   expert_bias=has("ffn.experts.gate_up.bias") or has("ffn.experts.down.bias"))
+        shared = f.shared   # width: all shared experts together (one MLP of that width)
+        width = 0
+        if shared is not None and (shared.count or shared.width):
+            width = _need(shared.width, f"{p}.ffn.shared.width")
+        out.update(shared_expert_width=width, shared_expert_gate=has("ffn.shared_gate"))
+        if fk == "latent_moe":
+            out.update(routed_expert_hidden_size=_need(f.latent_size, f"{p}.ffn.latent_size"),
+                       latent_moe_use_norm=has("ffn.latent_norm"), latent_names=LATENT_NAMES)
+    # norms and their placement
+    placements = set(layer.norm)
+    for placement in placements - set(NORM_MODULES):
+        if placement != "latent":
+            raise Unsupported(f"{p}.norm.{placement}: a norm placement archprobe.nn does not know")
+    if layer.parallel:
+        out["block"] = "parallel" if "pre_ffn" in placements else "parallel_shared"
+    elif "post_mixer" in placements or "post_ffn" in placements:
+        out["block"] = "sandwich" if "pre_mixer" in placements or "pre_ffn" in placements else "post"
+    else:
+        out["block"] = "pre"
+    kinds, eps = set(), set()
+    out["norm_placements"] = tuple(sorted(placements & set(NORM_MODULES)))
+    for placement in out["norm_placements"]:
+        norm = layer.norm[placement]
+        kinds.add(_norm_kind(norm, f"{p}.norm.{placement}", has(f"norm.{placement}"), has(f"norm.{placement}.bias")))
+        eps.add(_need(norm.eps, f"{p}.norm.{placement}.eps"))
+    if len(kinds) > 1 or len(eps) > 1:
+        raise Unsupported(f"{p}.norm: different norm kinds or eps in one layer ({sorted(kinds)}, {sorted(eps)})")
+    if kinds:
+        out["norm_style"], out["rms_norm_eps"] = kinds.pop(), eps.pop()
+    residual = layer.residual.kind
+    if residual not in ("identity", "attnres", "depth_weights"):
+        raise Unsupported(f"{p}.residual.kind {residual!r} from a card")
+    if residual == "attnres":
+        out.update(residual="attnres_block" if layer.residual.block_size else "attnres_full",
+                   attn_res_block_size=layer.residual.block_size)
+    elif residual == "depth_weights":
+        out["residual"] = "depth_weights"
+    mult = getattr(layer.residual, "multiplier", None)
+    if mult is not None:
+        out["residual_multiplier"] = mult
+    return out
+
+
+def config_fields(card, n_run: int | None = None) -> dict:
+    """The HybridConfig keyword arguments `card` describes; raises NeedsField / Unsupported. Layers from
+    `n_run` on never run (validate --layers) and are planned as empty."""
+    roles = set(card.tensors)
+    n = len(card.layers)
+    if not n:
+        raise NeedsField("layers", "the card has no layers")
+    hidden = _need(card.hidden_size, "hidden_size")
+    vocab = _need(card.vocab_size, "vocab_size")
+    n_run = n if n_run is None else n_run
+    per = [_layer_fields(card, i, _expanded_roles(roles, i)) for i in range(n_run)]
+    per += [{"mixer": "none", "ffn": "none"} for _ in range(n - n_run)]
+    mixers = tuple(f.pop("mixer") for f in per)
+    ffns = tuple(f.pop("ffn") for f in per)
+    residuals = {f.get("residual", "prenorm") for f in per}
+    if len(residuals) > 1:
+        raise Unsupported(f"a mix of residual kinds across layers ({sorted(residuals)})")
+    base = dict(per[0])
+    overrides = {i: {k: v for k, v in f.items() if base.get(k, _MISSING) != v} for i, f in enumerate(per)}
+    overrides = {i: o for i, o in overrides.items() if o}
+    fn = card.final_norm
+    final_norm = fn is not None and fn.kind is not None
+    if final_norm:
+        final_kind = _norm_kind(fn, "final_norm", "final_norm" in roles, "final_norm.bias" in roles)
+        final_eps = _need(fn.eps, "final_norm.eps")
+        if base.get("norm_style", final_kind) != final_kind or base.get("rms_norm_eps", final_eps) != final_eps:
+            raise Unsupported(f"final_norm ({final_kind}, eps {final_eps}) differs from the layers' norms")
+        base.setdefault("norm_style", final_kind)
+        base.setdefault("rms_norm_eps", final_eps)
+    embed = card.embed
+    pos = embed.pos_kind
+    learned = 0
+    if pos == "learned" or "pos_embed" in roles:
+        learned = -1   # filled from the stored table's rows by the loader
+    head = card.head
+    tied = bool(card.tie_word_embeddings or head.tied) and "head" not in roles
+    cfg_fields = dict(
+        vocab_size=vocab, hidden_size=hidden, num_hidden_layers=n, mixer_types=mixers, ffn_types=ffns,
+        tie_word_embeddings=tied, final_norm=final_norm, embed_scale=embed.scale or 1.0,
+        embed_norm="embed_norm" in roles, head_bias="head.bias" in roles,
+        final_softcap=head.soft_cap, logit_scale=getattr(head, "scale", None) or 1.0,
+        position_offset=getattr(embed, "position_offset", None) or 0, layer_overrides=overrides,
+        **{k: v for k, v in base.items()})
+    if learned:
+        cfg_fields["learned_positions"] = learned
+    # MXFP4 experts (compressed-tensors `weight_packed` U8 without `weight_shape`) stay packed in memory and
+    # are dequantized per routed expert, so a streamed MoE layer costs its packed size
+    packed = [r for r in roles if ".ffn.experts." in r and r.endswith("#weight_packed")]
+    if packed and not any(r.endswith("#weight_shape") for r in roles):
+        cfg_fields["expert_storage"] = "mxfp4"
+    return cfg_fields
+
+
+_MISSING = object()
+
+
+def _expanded_roles(roles: set[str], i: int) -> set[str]:
+    """Layer i's roles with enumerated experts written `experts.*` kept as is (for presence tests)."""
+    prefix = f"layers.{i}."
+    out = {r for r in roles if r.startswith(prefix)}
+    return out | {r.split("#")[0] for r in out}
+
+
+def _layer_of(name: str) -> int | None:
+    """The layer index of a checkpoint name: its first enumerated path component (`model.layers.7.`)."""
+    return next((int(p) for p in name.split(".") if p.isdigit()), None)
+
+
+def blueprint(card, shapes: dict[str, tuple], n_run: int | None = None) -> Blueprint:
+    """The HybridConfig and the per-layer tensor plan for `card`; `shapes` = checkpoint name -> shape;
+    only the first `n_run` layers are planned (all by default)."""
+    from archprobe.nn.decoder import HybridConfig
+
+    n_run = len(card.layers) if n_run is None else n_run
+    unexplained = [u for u in card.unexplained if n_run == len(card.layers) or (_layer_of(u) or 0) < n_run]
+    if unexplained:
+        n = len(unexplained)
+        raise Unsupported(f"tensor {unexplained[0]} has no role on the card"
+                          + (f" ({n - 1} more unexplained)" if n > 1 else "")
+                          + ": running without it would compute something else")
+    fields_ = config_fields(card, n_run)
+    if fields_.get("learned_positions") == -1:
+        name = card.tensors.get("pos_embed")
+        if name is None or name not in shapes:
+            raise NeedsField("tensors.pos_embed", "learned positions without their table")
+        fields_["learned_positions"] = shapes[name][0]
+    try:
+        cfg = HybridConfig(**fields_)
+    except ValueError as exc:
+        raise Unsupported(str(exc)) from None
+    parts: dict = {}
+    unmapped: list[str] = []
+    for role, name in card.expand():
+        base, _, companion = role.partition("#")
+        m = LAYER_ROLE.match(base)
+        if m:
+            i = int(m.group(1))
+            if i >= n_run:
+                unmapped.append(name)
+                continue
+            target = _layer_target(cfg.for_layer(i), i, m.group(2), m.group(3), card)
+            key = i
+        elif base in OUTPUT_RESIDUAL:
+            target, key = OUTPUT_RESIDUAL[base], None
+        elif base.split(".")[0] in MODEL_PARAMS:
+            head, _, leaf = base.partition(".")
+            target = MODEL_PARAMS[head] + "." + (leaf or "weight")
+            key = None
+        else:
+            target = None
+        if target is None:   # a tensor the card binds but archprobe.nn has no place for: running without it
+            raise Unsupported(f"role {role} ({name}) has no archprobe.nn parameter: running without it would "
+                              "compute something else")
+        if companion:
+            target = target.rsplit(".", 1)[0] + "." + companion if target.endswith(".weight") else \
+                target + "." + companion
+        parts.setdefault(key, Part()).names[target] = name
+    for i in range(n_run):
+        _layouts(parts.setdefault(i, Part()), card.layers[i], cfg.for_layer(i), shapes)
+    unmapped += [n for names in card.set_aside.values() for n in names]
+    return Blueprint(cfg, parts, sorted(set(unmapped)))
+
+
+def _ffn_module(cfg, i: int) -> str:
+    return "mlp" if cfg.ffn_types[i] == "dense" else "block_sparse_moe"
+
+
+def _layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
+    """archprobe.nn parameter name (inside DecoderLayer i) for a role's leaf; `src:` for fused sources."""
+    bias = leaf.endswith(".bias")
+    stem = leaf[: -len(".bias")] if bias else leaf
+    suffix = ".bias" if bias else ".weight"
+    if part == "norm":
+        if stem == "latent":
+            return f"block_sparse_moe.{LATENT_NAMES[2]}{suffix}"
+        return NORM_MODULES[stem] + suffix if stem in NORM_MODULES else None
+    if part == "residual":
+        return None if bias else RESIDUAL_PARAMS.get(stem)
+    if part == "mixer":
+        kind = cfg.mixer_types[i]
+        table = MIXER_PARAMS["attention" if kind in ("gqa", "swa") else kind] if kind != "none" else {}
+        if stem in ("qkv",):
+            return f"src:self_attn.qkv{suffix}"
+        if stem not in table:
+            return None
+        name = "self_attn." + table[stem]
+        return name if stem in BARE and not bias else name + suffix
+    # ffn
+    ffn = _ffn_module(cfg, i)
+    if ffn == "mlp":
+        if stem == "gate_up":
+            return f"src:mlp.gate_up{suffix}"
+        return f"mlp.{FFN_PARAMS[stem]}{suffix}" if stem in FFN_PARAMS else None
+    if stem == "router":
+        if bias:
+            return f"{ffn}.gate." + ("e_score_correction_bias" if cfg.moe_router_bias else "bias")
+        return f"{ffn}.gate.weight"
+    if stem in LATENT_NAMES:
+        return f"{ffn}.{stem}{suffix}"
+    if stem == "shared_gate":
+        return f"{ffn}.shared_expert_gate{suffix}"
+    if stem.startswith("shared."):
+        sub = stem.split(".", 1)[1]
+        owner = "shared_expert" if cfg.shared_expert_gate else "shared_experts"
+        if sub == "gate_up":
+            return f"src:{ffn}.{owner}.gate_up{suffix}"
+        return f"{ffn}.{owner}.{FFN_PARAMS[sub]}{suffix}" if sub in FFN_PARAMS else None
+    m = re.match(r"^experts\.(\d+)\.(\w+)$", stem)
+    if m:
+        e, sub = m.groups()
+        if bias:
+            raise Unsupported(f"layers.{i}.ffn.experts.{e}.{sub}.bias: per-expert biases stored one by one")
+        if sub == "gate_up":
+            return f"src:{ffn}.experts.{e}.gate_up.weight"
+        return f"{ffn}.experts.{e}.{FFN_PARAMS[sub]}.weight" if sub in FFN_PARAMS else None
+    m = re.match(r"^experts\.(gate_up|gate|up|down)$", stem)
+    if m:
+        return f"src:{ffn}.experts.stacked_{m.group(1)}{suffix}"
+    return None
+
+
+def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
+    """Turn `src:` entries into module tensors as the part's layout says; transpose Conv1D storage."""
+    import torch
+
+    mlay, flay = layer.mixer.layout or {}, layer.ffn.layout or {}
+    for target in [t for t in part.names if not t.startswith("src:")]:
+        owner_layout = mlay if target.startswith("self_attn.") else flay if not target.startswith(
+            ("input_layernorm", "post_")) else {}
+        if owner_layout.get("transposed") and target.endswith(".weight") and len(shapes.get(part.names[target],
+                                                                                         ())) == 2:
+            src = "src:T:" + target
+            part.names[src] = part.names.pop(target)
+            part.derived.append(Derived(target, (src,), lambda t: t.t().contiguous()))
+    for src in [t for t in part.names if t.startswith("src:") and not t.startswith("src:T:")]:
+        body = src[4:]
+        bias = body.endswith(".bias")
+        if body.startswith("self_attn.qkv"):
+            transposed = bool(mlay.get("transposed")) and not bias
+            heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+            interleaved = mlay.get("qkv_interleaved") not in (None, False, "blocks")
+            if mlay.get("qkv_interleaved") == "per_head" and heads != kvh:
+                raise Unsupported(f"a per-head interleaved fused qkv with {heads} heads and {kvh} kv heads")
+            split = mlay.get("qkv_split") or [heads * d, kvh * d, kvh * d]
+            leaf = ".bias" if bias else ".weight"
+
+            def qkv(t, which, transposed=transposed, interleaved=interleaved, split=split, heads=heads, kvh=kvh,
+                    d=d):
+                t = t.t() if transposed else t
+                if interleaved:   # per kv group: [q heads of the group..., k, v], each d rows
+                    g = t.reshape(kvh, heads // kvh + 2, d, *t.shape[1:])
+                    pick = {"q": g[:, : heads // kvh], "k": g[:, heads // kvh], "v": g[:, heads // kvh + 1]}[which]
+                    return pick.reshape(-1, *t.shape[1:]).contiguous()
+                q, k, v = torch.split(t, list(split), dim=0)
+                return {"q": q, "k": k, "v": v}[which].contiguous()
+
+            for which in ("q", "k", "v"):
+                part.derived.append(Derived(f"self_attn.{which}_proj{leaf}", (src,),
+                                            lambda t, w=which, f=qkv: f(t, w)))
+        elif ".gate_up" in body and "stacked" not in body:
+            owner = body.rsplit(".gate_up", 1)[0]
+            leaf = ".bias" if bias else ".weight"
+            interleaved = flay.get("gate_up") == "interleaved"
+            transposed = bool(flay.get("transposed")) and not bias
+
+            def halves(t, first, interleaved=interleaved, transposed=transposed):
+                t = t.t() if transposed else t
+                if interleaved:
+                    return (t[0::2] if first else t[1::2]).contiguous()
+                a, b = t.chunk(2, dim=0)
+                return (a if first else b).contiguous()
+
+            part.derived.append(Derived(f"{owner}.gate_proj{leaf}", (src,), lambda t, f=halves: f(t, True)))
+            part.derived.append(Derived(f"{owner}.up_proj{leaf}", (src,), lambda t, f=halves: f(t, False)))
+        elif "stacked_" in body:
+            _stacked(part, src, body, flay)
+
+
+def _stacked(part: Part, src: str, body: str, flay: dict) -> None:
+    """A stacked expert bank [E, out, in] (or [E, in, out] when `stacked_transposed`) -> ExpertBank tensors."""
+    import torch
+
+    owner, _, what = body.partition(".stacked_")
+    which, _, leaf = what.partition(".")
+    bias = leaf == "bias"
+    transposed = bool(flay.get("stacked_transposed")) and not bias
+    interleaved = flay.get("gate_up") == "interleaved"
+
+    def fix(t):   # weights [E, out, in] after the transpose; biases [E, out]
+        t = t.transpose(-1, -2) if transposed else t
+        if which == "gate_up" and interleaved:   # even rows gate, odd rows up -> gate rows first
+            rows = t.dim() - (1 if bias else 2)
+            n = t.shape[rows]
+            t = t.index_select(rows, torch.cat([torch.arange(0, n, 2), torch.arange(1, n, 2)]))
+        return t.contiguous()
+
+    if which in ("gate_up", "down"):
+        target = f"{owner}.{which}_proj" + ("_bias" if bias else "")
+        part.derived.append(Derived(target, (src,), fix))
+    elif which == "gate":
+        up = src.replace("stacked_gate", "stacked_up")
+        if up not in part.names:
+            raise Unsupported(f"{owner}: a stacked gate bank without its up bank")
+        part.derived.append(Derived(f"{owner}.gate_up_proj" + ("_bias" if bias else ""), (src, up),
+                                    lambda g, u: torch.cat([fix(g), fix(u)], dim=-1 if bias else -2)))
+    elif which == "up" and src.replace("stacked_up", "stacked_gate") not in part.names:
+        part.derived.append(Derived(f"{owner}.up_proj" + ("_bias" if bias else ""), (src,), fix))

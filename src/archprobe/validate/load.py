@@ -1,0 +1,130 @@
+"""validate's load step: the checkpoint as inspect reads it, its card, and the tensor reader.
+
+The folder is opened by the formats layer (`open_source`: the same shard list, index rules, caps and
+header checks inspect uses; config.json parsed with its size cap), the card is derived once from that
+(or read from `--card`), and `TensorReader` fetches tensor data by checkpoint name from the shards
+those headers came from. The safetensors library only memory-maps the data of a tensor when asked;
+headers are never listed or parsed a second time here.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+
+from archprobe.errors import CheckpointError, SourceError
+
+
+class TensorReader:
+    """checkpoint name -> tensor, for the shards of a RawCheckpoint (folded expert names unfolded)."""
+
+    def __init__(self, folder: str, headers):
+        self.folder = folder
+        self.files: dict[str, list[str]] = {}     # name as the header lists it (maybe folded) -> shard files
+        self.shapes: dict[str, tuple] = {}
+        self.counts: dict[str, int] = {}
+        for h in headers:
+            for t in h.tensors:
+                self.files.setdefault(t.name, []).append(t.file)
+                self.shapes.setdefault(t.name, tuple(t.shape))
+                self.counts[t.name] = self.counts.get(t.name, 0) + t.count
+
+    def listed(self, name: str) -> str | None:
+        """The header's spelling of `name`: itself, or a folded family with `*` at one of its indices
+        (the formats layer folds enumerated experts, `...experts.7.w1` -> `...experts.*.w1`)."""
+        if name in self.files:
+            return name
+        parts = name.split(".")
+        for k in range(len(parts) - 1, -1, -1):
+            if parts[k].isdigit():
+                folded = ".".join(parts[:k] + ["*"] + parts[k + 1:])
+                if folded in self.files:
+                    return folded
+        return None
+
+    def shape(self, name: str) -> tuple | None:
+        """The stored shape; a name with `*` (a whole enumerated family bound to one role) is [count, ...]."""
+        listed = self.listed(name)
+        if listed is None:
+            return None
+        return (self.counts[listed], *self.shapes[listed]) if "*" in name else self.shapes[listed]
+
+    def __contains__(self, name: str) -> bool:
+        return self.listed(name) is not None
+
+    def all_shapes(self, names) -> dict[str, tuple]:
+        return {n: s for n in names if (s := self.shape(n)) is not None}
+
+    @contextmanager
+    def session(self):
+        """Yields `get(name) -> tensor`; each shard is opened (memory-mapped) at most once per session."""
+        from safetensors import safe_open
+
+        with ExitStack() as stack:
+            handles: dict[str, object] = {}
+
+            def handle(file: str):
+                path = os.path.join(self.folder, file)
+                if file not in handles:
+                    try:
+                        handles[file] = stack.enter_context(safe_open(path, framework="pt"))
+                    except Exception as exc:   # the safetensors library raises its own error types
+                        raise CheckpointError(path, f"cannot open shard ({str(exc).splitlines()[0][:160]})") from None
+                return handles[file]
+
+            def get(name: str):
+                if "*" in name:   # a family bound to one role (per-head norms): stacked along a new first dim
+                    import torch
+
+                    n = self.counts.get(self.listed(name) or "", 0)
+                    return torch.stack([get(name.replace("*", str(i), 1)) for i in range(n)])
+                listed = self.listed(name)
+                files = self.files.get(listed) if listed else None
+                if not files:
+                    raise CheckpointError(self.folder, f"tensor {name!r} is in no shard")
+                last = None
+                for file in files:   # a folded expert family may span shards: the one that has it
+                    try:
+                        return handle(file).get_tensor(name)
+                    except CheckpointError:
+                        raise
+                    except Exception as exc:
+                        last = (file, exc)
+                path = os.path.join(self.folder, last[0])
+                raise CheckpointError(path, f"cannot read tensor {name!r} "
+                                            f"({str(last[1]).splitlines()[0][:160]})") from None
+
+            yield get
+
+
+@dataclass
+class Loaded:
+    folder: str
+    config: dict
+    card: object                   # archprobe.structure.card.Card
+    reader: TensorReader
+    warnings: list
+
+
+def derive_card(raw, card_path: str | None = None):
+    """The card of a RawCheckpoint, from structure/ (the one owner of what a model is); with `card_path`,
+    the user's card laid over it (fields that differ become the user's; checked against the shapes)."""
+    from archprobe.structure.card import load_card
+    from archprobe.structure.inspect import build_card
+
+    return build_card(raw, load_card(card_path) if card_path else None).card
+
+
+def load(folder: str, card_path: str | None = None) -> Loaded:
+    """Open a local checkpoint folder through the formats layer and derive (or read) its card."""
+    from archprobe.formats.sources import open_source
+
+    raw = open_source(folder)
+    if raw.kind != "local" or raw.gguf_metadata is not None:
+        raise SourceError(f"{folder}: validate runs safetensors checkpoints (this is {raw.kind})")
+    if not raw.config:
+        raise SourceError(f"{folder}: no config.json")
+    base = raw.location if os.path.isdir(raw.location) else os.path.dirname(raw.location)
+    card = derive_card(raw, card_path)
+    return Loaded(base, raw.config, card, TensorReader(base, raw.headers), list(raw.warnings))
