@@ -61,12 +61,17 @@ class TensorReader:
         """Yields `get(name) -> tensor`; each shard is opened (memory-mapped) at most once per session."""
         from safetensors import safe_open
 
+        from archprobe.formats.localfiles import regular_file_inside
+
         with ExitStack() as stack:
             handles: dict[str, object] = {}
 
             def handle(file: str):
                 path = os.path.join(self.folder, file)
                 if file not in handles:
+                    # checked again at open time: a shard swapped for a FIFO or a link out after the headers
+                    # were read must not hang or leave the folder
+                    regular_file_inside(self.folder, path)
                     try:
                         handles[file] = stack.enter_context(safe_open(path, framework="pt"))
                     except Exception as exc:   # the safetensors library raises its own error types
