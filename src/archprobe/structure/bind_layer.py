@@ -128,6 +128,13 @@ def bind_layer(index: int, layer: dict, H: int, cfg, notes: list[str]) -> tuple[
                 loose.append(m)       # a norm kept inside the mixer's container (DBRX's norm_attn_norm)
             else:
                 unexplained.append(m)
+    E = out.ffn.num_experts if out.ffn.kind in ("moe", "latent_moe") else None
+    sel = next((m for m in loose + unexplained if E and m.shape == (E,)), None)
+    if sel is not None and not out.ffn.router.selection_bias and "ffn.router.bias" not in roles:
+        roles["ffn.router.bias"] = sel          # a selection bias kept in a container of its own (Kolibri)
+        out.ffn.router.selection_bias = True
+        loose = [m for m in loose if m is not sel]
+        unexplained = [m for m in unexplained if m is not sel]
     if out.mixer.kind == "none" and out.ffn.kind == "none" and unexplained:
         out.mixer = Mixer("unknown")
     _norms_and_residual(out, loose, H, cfg, roles, unexplained, index)
