@@ -122,6 +122,8 @@ def bind_layer(index: int, layer: dict, H: int, cfg, notes: list[str]) -> tuple[
         roles.update({prefix + r: m for r, m in bound.roles.items() if m is not None})
         for m in bound.leftover:
             role = _part_extra(bound.part, m, prefix, H)
+            if role is not None and role in roles and role.endswith("sub_norm"):
+                role = f"{prefix}scale.{m.leaf}"        # more than one inner-width vector: learned scales (Dory)
             if role is not None and role not in roles:
                 roles[role] = m
             elif (head == "<root>" and (len(m.shape) <= 1 or m.shape == (1, H))) or m.shape == (H,):

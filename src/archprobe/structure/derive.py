@@ -150,6 +150,11 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
         for suffix, e in m.entries():
             card.tensors[f"{role}{suffix}" if role != "head.bias" else role] = e.name
     used = set(map(id, roles.values()))
+    for m in mods.values():            # a learned scalar on the logits (Dory's lm_head.logit_scale)
+        if id(m) not in used and m.weight is not None and words(m.path) & HEAD_WORDS and (
+                m.weight.info.numel == 1 or m.shape == (card.vocab_size,)):
+            card.tensors[f"head.scale.{m.leaf}"] = m.weight.name
+            used.add(id(m))
     for m in mods.values():
         if id(m) not in used:
             card.unexplained += [e.name for _, e in m.entries()]
