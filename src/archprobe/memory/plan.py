@@ -96,7 +96,7 @@ def _per_layer(card, T: int, kv_b: float, act_b: float, state_b: float, engine: 
     """(layer index, kind, bytes for one sequence) for every decoder layer, from the card's mixers."""
     pad = {"vllm": 16, "llamacpp": 256}.get(engine or "", 1)
     known = {*KV_KINDS, "mla", "lowrank_kv", "kda", "gated_deltanet", "mamba2", "mamba", "short_conv", "lightning",
-             "none"}
+             "rg_lru", "none"}
     odd = [f"{i} ({layer.mixer.kind})" for i, layer in enumerate(card.layers) if layer.mixer.kind not in known]
     if odd:
         raise MemoryPlanError(f"unknown layer type at layer(s) {', '.join(odd[:12])}"
@@ -141,6 +141,8 @@ def _mixer_row(i: int, m, T: int, pad: int, kv_b: float, act_b: float, state_b: 
                                          state_b, act_b))
     elif kind == "lightning":   # a [heads, hd, hd] state, no convolution
         return (i, "lightning", linear_state(m.num_heads, m.head_dim, m.head_dim, 0, 1, state_b, act_b))
+    elif kind == "rg_lru":      # one recurrent vector per channel + (kernel - 1) conv inputs
+        return (i, "rg_lru", mamba2_state(1, m.conv_dim, 1, m.conv_dim, m.conv_kernel or 4, state_b, act_b))
     elif kind == "short_conv":
         return (i, "short_conv", (m.conv_kernel - 1) * m.conv_dim * act_b)
     elif kind == "none":

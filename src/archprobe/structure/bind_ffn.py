@@ -40,6 +40,9 @@ def _banks(mods: list[Module]) -> dict[str, list[Module]]:
             banks.setdefault(m.path.split(".*", 1)[0] + ".*", []).append(m)
         elif len(m.shape) == 3 and m.shape[1] > 1 and m.shape[2] > 1 and m.shape[0] > 1:
             banks.setdefault(m.path.rpartition(".")[0] or "<stacked>", []).append(m)
+    # a stacked [E, a, b] tensor beside a depthwise conv belongs to a mixer (Griffin's block-diagonal gates)
+    if any(len(m.shape) == 3 and m.shape[1] == 1 and m.shape[2] > 1 for m in mods):
+        banks = {k: v for k, v in banks.items() if "*" in k}
     return {k: v for k, v in banks.items() if len(v) >= 1}
 
 

@@ -122,12 +122,21 @@ def bind_layer(index: int, layer: dict, H: int, cfg, notes: list[str]) -> tuple[
         roles.update({prefix + r: m for r, m in bound.roles.items() if m is not None})
         for m in bound.leftover:
             role = _part_extra(bound.part, m, prefix, H)
+            if role is not None and role in roles and role.endswith("sub_norm"):
+                role = f"{prefix}scale.{m.leaf}"        # more than one inner-width vector: learned scales (Dory)
             if role is not None and role not in roles:
                 roles[role] = m
             elif (head == "<root>" and (len(m.shape) <= 1 or m.shape == (1, H))) or m.shape == (H,):
                 loose.append(m)       # a norm kept inside the mixer's container (DBRX's norm_attn_norm)
             else:
                 unexplained.append(m)
+    E = out.ffn.num_experts if out.ffn.kind in ("moe", "latent_moe") else None
+    sel = next((m for m in loose + unexplained if E and m.shape == (E,)), None)
+    if sel is not None and not out.ffn.router.selection_bias and "ffn.router.bias" not in roles:
+        roles["ffn.router.bias"] = sel          # a selection bias kept in a container of its own (Kolibri)
+        out.ffn.router.selection_bias = True
+        loose = [m for m in loose if m is not sel]
+        unexplained = [m for m in unexplained if m is not sel]
     if out.mixer.kind == "none" and out.ffn.kind == "none" and unexplained:
         out.mixer = Mixer("unknown")
     _norms_and_residual(out, loose, H, cfg, roles, unexplained, index)

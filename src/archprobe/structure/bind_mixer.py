@@ -69,6 +69,10 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
         iter(_by_words([m for m in mats if m.shape == (H, H)], out_words)), None)
     conv = convs[0]
     C = conv.shape[0]
+    blocks = [m for m in mats + [m for m in pool if len(m.shape) == 3 and m not in convs]
+              if len(m.shape) == 3 and m.shape[1] == m.shape[2] and m.shape[0] * m.shape[1] == C]
+    if len(blocks) >= 2:
+        return _rg_lru(pool, conv, blocks, vecs, mats, writer, H)
     a_grid = next((m for m in mats if m.shape[0] == C and m.shape[1] <= 256 and m is not writer
                    and not any(r.shape == (m.shape[1], C) for r in mats)), None)
     if a_grid is not None and any(vec_len(v) == C for v in vecs):
@@ -138,6 +142,31 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
     else:
         return None
     b.part.confidence = 0.85
+    b.leftover = pool
+    return b
+
+
+def _rg_lru(pool, conv, blocks, vecs, mats, writer, H) -> Bound:
+    """Griffin's RG-LRU (RecurrentGemma): block-diagonal input and recurrence gates [heads, b, b] (+ [heads, b]
+    biases), a per-channel recurrence parameter [C], two [C, H] input branches (x through the conv, y a gate)."""
+    C = conv.shape[0]
+    ig, rg = _by_words(blocks[:2], {"input_gate", "input", "input_gate_weight"}, {"recurrent_gate", "recurrent"})
+    a = next((v for v in vecs if vec_len(v) == C), None)
+    xs = _by_words([m for m in mats if m.shape == (C, H) and m is not writer], {"x", "linear_x"}, {"y", "linear_y"})
+    gate_biases = [m for m in pool if len(m.shape) == 2 and m.shape == blocks[0].shape[:2]]
+    igb, rgb = (_by_words(gate_biases, {"input_gate_bias", "input"}, {"recurrent_gate_bias", "recurrent"})
+                + [None, None])[:2]
+    mixer = Mixer("rg_lru", conv_dim=C, conv_kernel=conv.shape[-1], num_heads=blocks[0].shape[0],
+                  head_dim=blocks[0].shape[1])
+    mixer.evidence = [ev(ig, f"block-diagonal gate {list(ig.shape)} over a {C}-wide recurrence (RG-LRU)"),
+                      ev(conv, f"depthwise conv [{C}, 1, {conv.shape[-1]}]")]
+    b = Bound(mixer)
+    for role, m in (("x", xs[0] if xs else None), ("y", xs[1] if len(xs) > 1 else None), ("conv1d", conv),
+                    ("input_gate", ig), ("input_gate.bias", igb), ("recurrent_gate", rg),
+                    ("recurrent_gate.bias", rgb), ("a_param", a), ("o", writer)):
+        if _take(pool, m) is not None:
+            b.roles[role] = m
+    mixer.confidence = 0.8
     b.leftover = pool
     return b
 
@@ -360,6 +389,9 @@ def _mla(mods: list[Module], H: int, cfg) -> Bound | None:
     for role, m in roles:
         if _take(pool, m) is not None:
             b.roles[role] = m
+    rope_norm = next((m for m in pool if m.shape == (rope,) and "indexer" not in words(m.path)), None) if rope else None
+    if rope_norm is not None:                 # a norm on the decoupled rope key alone (dots)
+        b.roles["k_rope_norm"] = _take(pool, rope_norm)
     _gates_and_indexer(b, pool, H, nh, writer)
     mixer.confidence = 0.95
     b.leftover = pool
@@ -509,6 +541,14 @@ def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = N
     if sinks is not None:
         roles.append(("sinks", sinks))
         mixer.sinks = True
+    v_mod = next((m for r, m in roles if r == "v"), None)
+    if v_mod is not None and kvh:       # a dynamic mask from the values: dt [kv heads, Wv] and A [kv heads] (Doge)
+        vw = v_mod.shape[1] if transposed else v_mod.shape[0]
+        dt = next((m for m in pool if len(m.shape) == 2 and m.shape == (kvh, vw)), None)
+        a_vec = next((m for m in pool if m.shape == (kvh,)), None)
+        if dt is not None and a_vec is not None:
+            roles += [("mask_dt", dt), ("mask_A", a_vec)]
+            mixer.layout["dynamic_mask"] = True
     for role, m in roles:
         if _take(pool, m) is not None:
             b.roles[role] = m

@@ -31,7 +31,8 @@ Layer
   parallel_mixer (a second Mixer beside the first, both reading the same input: Falcon-H1's attention
   next to its Mamba-2; roles `layers.{i}.parallel_mixer.*`; None for almost every model)
   mixer: Mixer  kind: `gqa` `mha` `mqa` `mla` `lowrank_kv` `kda` `gated_deltanet` `mamba2` `mamba` (v1)
-                `short_conv` `lightning` (linear attention, fixed per-head decay) `none` `unknown`
+                `short_conv` `lightning` (linear attention, fixed per-head decay) `rg_lru` (Griffin) `none`
+                `unknown`
                 softmax attention: num_heads, num_kv_heads, head_dim, v_head_dim, bias {q,k,v,o: bool},
                 fused_qkv, qk_norm (`per_head` / `full` / None), sliding_window, sinks, logit_soft_cap,
                 output_gate (`sigmoid_g_proj` / `fused_in_q_proj` / `full_rank` / `low_rank` / None),
@@ -242,6 +243,7 @@ REQUIRED_MIXER = {
     "mamba": ("state_size", "conv_dim"),
     "short_conv": ("conv_dim", "conv_kernel"),
     "lightning": ("num_heads", "head_dim"),
+    "rg_lru": ("conv_dim", "conv_kernel"),
 }
 REQUIRED_FFN = {"moe": ("num_experts", "top_k"), "latent_moe": ("num_experts", "top_k", "latent_size")}
 

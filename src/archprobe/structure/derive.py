@@ -112,12 +112,21 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
             heads = [m for m in mods.values() if len(m.shape) == 2 and m.shape[0] == V and m is not emb]
             if heads:
                 roles["head"] = heads[0]
-    pos = [m for m in mats if m not in roles.values()]
+    P, _ = cfg.first_int_at("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+    pos = [m for m in mats if m not in roles.values() and (m.shape[0] != H or P == H)
+           and not words(m.path) & HEAD_WORDS]
     if pos:
         roles["pos_embed"] = pos[0]
         card.embed.pos_kind, card.origins["embed.pos_kind"] = "learned", "shape"
     queries = [m for m in mods.values() if m.shape == (1, H)]
     vecs = [m for m in mods.values() if m.shape == (H,)]
+    squares = [m for m in mods.values() if m.shape == (H, H) and id(m) not in set(map(id, roles.values()))]
+    if len(squares) == 1:           # a prediction-head transform before the tied head (ModernBERT, BERT)
+        roles["head_transform"] = squares[0]
+        hn = max(vecs, key=lambda v: _prefix_len(v.path, squares[0].path), default=None) if len(vecs) > 1 else None
+        if hn is not None and _prefix_len(hn.path, squares[0].path) > 0:
+            roles["head_transform_norm"] = hn
+            vecs.remove(hn)
     if queries:
         roles["output_residual.query"] = queries[0]
         if len(vecs) > 1:
@@ -132,14 +141,20 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
         if emb_norm and emb_norm[0] is not final[-1]:
             roles["embed_norm"] = emb_norm[0]
     if "head" not in roles:       # a tied head may still carry its own bias (CTRL)
-        hb = next((m for m in mods.values() if m.weight is not None and m.weight.shape == (card.vocab_size,)
-                   and m.path.count(".") == 0 and words(m.path) & HEAD_WORDS), None)
+        hbs = [m for m in mods.values() if m.weight is not None and m.weight.shape == (card.vocab_size,)
+               and id(m) not in set(map(id, roles.values()))]
+        hb = hbs[0] if len(hbs) == 1 else None
         if hb is not None:
             roles["head.bias"] = hb
     for role, m in roles.items():
         for suffix, e in m.entries():
             card.tensors[f"{role}{suffix}" if role != "head.bias" else role] = e.name
     used = set(map(id, roles.values()))
+    for m in mods.values():            # a learned scalar on the logits (Dory's lm_head.logit_scale)
+        if id(m) not in used and m.weight is not None and words(m.path) & HEAD_WORDS and (
+                m.weight.info.numel == 1 or m.shape == (card.vocab_size,)):
+            card.tensors[f"head.scale.{m.leaf}"] = m.weight.name
+            used.add(id(m))
     for m in mods.values():
         if id(m) not in used:
             card.unexplained += [e.name for _, e in m.entries()]

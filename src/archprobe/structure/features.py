@@ -10,7 +10,8 @@ from archprobe.structure.card import Card
 MIXER_IDS = {"kda": "linear_attention.kda", "gated_deltanet": "linear_attention.gated_deltanet",
              "mamba2": "ssm.mamba2", "mla": "attention.mla", "gqa": "attention.gqa", "mha": "attention.mha",
              "mqa": "attention.mqa", "lowrank_kv": "attention.kv_compression", "short_conv": "conv.short",
-             "mamba": "ssm.mamba", "lightning": "linear_attention.lightning"}
+             "mamba": "ssm.mamba", "lightning": "linear_attention.lightning",
+             "rg_lru": "recurrent.rg_lru"}
 ATTENTION = ("gqa", "mha", "mqa", "mla", "lowrank_kv")
 
 
@@ -61,6 +62,8 @@ def _mixer_attrs(m, H: int | None) -> dict:
     if m.kind == "mamba2":
         return {"num_heads": m.num_heads, "head_dim": m.head_dim, "state_size": m.state_size, "n_groups": m.n_groups,
                 "conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel}
+    if m.kind == "rg_lru":
+        return {"width": m.conv_dim, "conv_kernel": m.conv_kernel, "num_heads": m.num_heads}
     if m.kind == "lightning":
         return {"num_heads": m.num_heads, "head_dim": m.head_dim}
     if m.kind == "mamba":
