@@ -50,12 +50,12 @@ model = LazyModel(sys.argv[1])
 build = {"seconds": time.perf_counter() - t, "resident_bytes": model.resident_bytes, "rchar": rchar() - r0,
          "streamed_matrices": len(model.streamed), "moe_layers": len(model.banks)}
 print(json.dumps({"build": build}), flush=True)
-last = [rchar()]
+last = [rchar(), time.process_time()]
 
 def on_token(rec):
-    now = rchar()
-    rec["rchar"] = now - last[0]
-    last[0] = now
+    now, cpu = rchar(), time.process_time()
+    rec["rchar"], rec["cpu_seconds"] = now - last[0], cpu - last[1]
+    last[:] = [now, cpu]
     rec["experts_per_layer"] = sorted({len(v) for v in rec.pop("experts").values()})
     rec["peak_rss"] = hwm()
     print(json.dumps({"token": rec}), flush=True)
@@ -108,7 +108,8 @@ def main() -> None:
             total_need += r["bytes_needed"]
             first_need = first_need or r["bytes_needed"]
             rows.append([r["step"], "prompt" if r["step"] == 0 else "decode", r["input"][-1], r["next_token"],
-                         f"{r['seconds']:.1f}", f"{r['bytes_read'] / 1e9:.2f}", f"{r['rchar'] / 1e9:.2f}",
+                         f"{r['seconds']:.1f}", f"{r['cpu_seconds']:.1f}", f"{r['bytes_read'] / 1e9:.2f}",
+                         f"{r['rchar'] / 1e9:.2f}",
                          f"{r['bytes_needed'] / 1e9:.2f}", f"{r['bytes_read'] / max(r['bytes_needed'], 1):.4f}",
                          "/".join(map(str, r["experts_per_layer"])), "yes" if r["finite"] else "NO",
                          f"{r['peak_rss'] / 2**30:.2f}"])
@@ -118,16 +119,18 @@ def main() -> None:
     if proc.wait() != 0 or done is None:
         sys.exit(f"the measurement failed (exit {proc.returncode})")
     print()
-    print(table(rows, ["step", "kind", "input id", "next id", "seconds", "GB read", "GB rchar", "GB needed",
+    print(table(rows, ["step", "kind", "input id", "next id", "seconds", "CPU s", "GB read", "GB rchar", "GB needed",
                        "read/needed", "experts/layer", "finite", "peak RSS GiB"]))
     secs = [float(r[4]) for r in rows]
-    decode_secs = secs[1:] or secs
+    cpu = [float(r[5]) for r in rows]
+    decode_secs, decode_cpu = secs[1:] or secs, cpu[1:] or cpu
     print(f"\nbytes read {total_read / 1e9:.1f} GB for {total_need / 1e9:.1f} GB needed "
           f"({total_read / max(total_need, 1):.4f}x) over {len(rows)} forwards, plus "
           f"{build['resident_bytes'] / 1e6:.1f} MB of small tensors read once; the whole checkpoint is "
           f"{apparent / 1e9:,.0f} GB ({apparent / max(first_need, 1):.0f}x one token's need)")
     print(f"seconds per token: prompt {secs[0]:.1f}, decode mean {sum(decode_secs) / len(decode_secs):.1f} "
-          f"(min {min(decode_secs):.1f}, max {max(decode_secs):.1f})")
+          f"(min {min(decode_secs):.1f}, max {max(decode_secs):.1f}); CPU seconds per token: prompt {cpu[0]:.1f}, "
+          f"decode mean {sum(decode_cpu) / len(decode_cpu):.1f} (wall exceeds CPU when the machine is shared)")
     print(f"peak RSS {done['peak_rss'] / 2**30:.2f} GiB (target <= 8 GB = {8e9 / 2**30:.2f} GiB)")
 
 

@@ -95,7 +95,7 @@ def _headers(folder) -> dict[str, tuple[str, list[int], int]]:
 
 
 SMALL_K3 = K3Dims(num_layers=5, hidden=256, vocab=2048, heads=4, head_dim=32, rope_dim=16, q_lora=64, kv_lora=32,
-                  decay_rank=32, a_log_len=8, experts=128, top_k=4, expert_width=256, latent=256, shared=1,
+                  decay_rank=32, a_log_len=8, experts=128, top_k=4, expert_width=256, latent=128, shared=1,
                   dense_width=512, block_size=2, vision_blocks=1, vision_hidden=32)
 
 

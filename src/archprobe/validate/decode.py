@@ -131,7 +131,7 @@ class LazyModel:
         self.config, self.dtype, self.stream_min_bytes = cfg, dtype, stream_min_bytes
         self.index = ShardIndex(base, files)
         self.reader = ByteReader(self.index)
-        self.streamed: list[str] = []       # checkpoint names read at every forward
+        self.streamed: list[str] = []       # checkpoint names read whole at every forward
         self.banks: dict[int, LazyExpertBank] = {}
         self.moes: dict[int, LazyMoE] = {}
         with torch.device("meta"):
@@ -195,7 +195,8 @@ class LazyModel:
                 dtype = torch.float32 if isinstance(owner, Router) else self.dtype
                 new = StreamedLinear(self.reader, ckpt, dtype, bias)
             module.set_submodule(path, new)
-            self.streamed.append(ckpt)
+            if path != "embed_tokens":     # the embedding's need is its rows, counted apart
+                self.streamed.append(ckpt)
         load_strict(module, state, what="model-level tensors" if layer is None else f"layer {layer}", assign=True)
         if isinstance(moe, MoE):
             bank = LazyExpertBank(self.reader, _expert_table(experts, layer), self.config.hidden_act,
@@ -221,7 +222,7 @@ class LazyModel:
     def token_needs(self, embed_rows: int) -> int:
         """Bytes the last forward needed, from the headers: every streamed matrix once, each routed
         expert's tensors once per layer, `embed_rows` embedding rows (resident tensors excluded)."""
-        need = sum(self.index[n].nbytes for n in self.streamed if n != self._embed_name())
+        need = sum(self.index[n].nbytes for n in self.streamed)
         for bank in self.banks.values():
             for e in set(bank.used):
                 need += sum(self.index[n].nbytes for n in bank.names(e))
