@@ -16,22 +16,28 @@ from __future__ import annotations
 import json
 import os
 import struct
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
 from archprobe.ops.quant import dequantize_mxfp4
-from archprobe.synthetic import K3Dims, tiny_k3_dims, write_k3_checkpoint
+from archprobe.synthetic import tiny_k3_dims, write_k3_checkpoint
 from archprobe.testing import compare
 
 IDS = [3, 17, 5, 200, 9, 44]
 
 
+# tiny_k3_dims() with heads x head_dim (128) != hidden (64): where the two are equal, g_proj and o_proj
+# are both square and the card cannot tell them apart yet (nnval's xfail); K3 itself has 12288 != 7168
+TINY = replace(tiny_k3_dims(), head_dim=32, decay_rank=32)   # K3: the decay rank is the head dim
+
+
 @pytest.fixture(scope="module")
 def tiny_real(tmp_path_factory):
     folder = tmp_path_factory.mktemp("k3tiny")
-    write_k3_checkpoint(folder, tiny_k3_dims(), sparse=False, shards=3)
+    write_k3_checkpoint(folder, TINY, sparse=False, shards=3)
     return str(folder)
 
 
@@ -94,9 +100,10 @@ def _headers(folder) -> dict[str, tuple[str, list[int], int]]:
     return out
 
 
-SMALL_K3 = K3Dims(num_layers=5, hidden=256, vocab=2048, heads=4, head_dim=32, rope_dim=16, q_lora=64, kv_lora=32,
-                  decay_rank=32, a_log_len=8, experts=128, top_k=4, expert_width=256, latent=128, shared=1,
-                  dense_width=512, block_size=2, vision_blocks=1, vision_hidden=32)
+# widths kept distinct from each other as in K3 (latent != heads x head_dim != hidden), so the card's
+# shape-first binding has no ties; 256 experts of which 2 are routed
+SMALL_K3 = replace(TINY, num_layers=5, hidden=128, vocab=2048, heads=4, head_dim=48, decay_rank=48, experts=256,
+                   top_k=2, expert_width=128, latent=64, dense_width=256)
 
 
 def test_sparse_k3_shape_reads_what_the_token_needs(tmp_path):

@@ -15,10 +15,9 @@ decoded token is one more streamed pass, which is what decoding a model that doe
 costs. `LazyModel.token_needs()` counts, from the headers and the routing record, the bytes the last
 forward needed, so the bytes actually read can be compared with them.
 
-Names come from the same place the eager path takes them: the card's blueprint when this archprobe has
-the card derivation, else the transitional family mapping. Layouts that need a tensor split, transposed
-or stacked before use, and quantized non-expert weights other than MXFP4, are not streamed (a one-line
-Unsupported names the first).
+Names come from where the eager path takes them: the card's blueprint (validate/build.py). Layouts the
+card says need a tensor split, transposed or stacked before use are refused (a one-line Unsupported
+naming the first); quantized non-expert weights are read once and kept, dequantized.
 """
 
 from __future__ import annotations
@@ -28,17 +27,14 @@ import time
 import torch
 from torch import nn
 
-from archprobe.errors import ArchprobeError
+from archprobe.validate.build import Unsupported
 from archprobe.validate.lazy_experts import PROJECTIONS, LazyExpertBank, LazyMoE
 from archprobe.validate.lazy_io import ByteReader, ShardIndex
 from archprobe.validate.streamed_matmul import dense_matmul
 
-STREAM_MIN_BYTES = 1 << 18      # matrices at least this large are read at each use, never kept
+STREAM_MIN_BYTES = 1 << 18      # matrices at least this large are read at each use, never kept (one-row
+                                # matrices, AttnRes pseudo-queries, always stay: layer 0 never uses its own)
 FLOAT_DTYPES = ("BF16", "F16", "F32")
-
-
-class Unsupported(ArchprobeError):
-    """The lazy path cannot stream this checkpoint; the message names the piece."""
 
 
 class StreamedLinear(nn.Module):
@@ -80,41 +76,18 @@ class LazyEmbedding(nn.Module):
 
 
 def plan(folder: str) -> tuple[object, dict, str, list[str]]:
-    """(HybridConfig, {layer or None: {module name: checkpoint name}}, folder, shard files) for a folder."""
-    from archprobe.validate.load import has_card_derivation
+    """(HybridConfig, {layer or None: {module name: checkpoint name}}, folder, shard files) from the card,
+    exactly as the eager path plans it (validate.load + validate.build.blueprint)."""
+    from archprobe.validate.build import blueprint
+    from archprobe.validate.load import load
 
-    if has_card_derivation():
-        from archprobe.validate.build import blueprint
-        from archprobe.validate.load import load
-
-        loaded = load(folder)
-        bp = blueprint(loaded.card, loaded.reader.all_shapes(loaded.card.tensors.values()))
-        odd = next((d.target for p in bp.parts.values() for d in p.derived), None)
-        if odd is not None:
-            raise Unsupported(f"{odd}: the lazy path reads tensors as stored, and the card derives this one")
-        files = sorted({f for fs in loaded.reader.files.values() for f in fs})
-        return bp.config, {k: dict(p.names) for k, p in bp.parts.items()}, loaded.folder, files
-    return _legacy_plan(folder)
-
-
-def _legacy_plan(folder: str):
-    """TRANSITIONAL: the family mapping's config and names (until the card derivation is merged)."""
-    import os
-
-    from archprobe.formats.sources import open_source
-    from archprobe.validate.legacy_mapping import hybrid_config, module_name
-
-    raw = open_source(folder)
-    base = raw.location if os.path.isdir(raw.location) else os.path.dirname(raw.location)
-    files = sorted({h.file for h in raw.headers})
-    index = ShardIndex(base, files)
-    cfg = hybrid_config(raw.config or {}, {n: s.shape for n, s in index.spans.items()})
-    parts: dict = {}
-    for name in index.spans:
-        m = module_name(name, cfg)
-        if m is not None:
-            parts.setdefault(m[0], {})[m[1]] = name
-    return cfg, parts, base, files
+    loaded = load(folder)
+    bp = blueprint(loaded.card, loaded.reader.all_shapes(loaded.card.tensors.values()))
+    odd = next((d.target for p in bp.parts.values() for d in p.derived), None)
+    if odd is not None:
+        raise Unsupported(f"{odd}: the lazy path reads tensors as stored, and the card derives this one")
+    files = sorted({f for fs in loaded.reader.files.values() for f in fs})
+    return bp.config, {k: dict(p.names) for k, p in bp.parts.items()}, loaded.folder, files
 
 
 class LazyModel:
@@ -173,7 +146,7 @@ class LazyModel:
                 continue
             owner = _submodule(module, path)
             if (leaf == "weight" and isinstance(owner, (nn.Linear, Router)) and span.dtype in FLOAT_DTYPES
-                    and len(span.shape) == 2 and span.nbytes >= self.stream_min_bytes):
+                    and len(span.shape) == 2 and span.shape[0] > 1 and span.nbytes >= self.stream_min_bytes):
                 streamed[path] = ckpt
             else:
                 resident[mod_name] = ckpt
