@@ -2,9 +2,10 @@
 full 1.45 TB K3 layout, in seconds.
 
 * On a tiny K3 checkpoint with real random weights (MXFP4 experts really packed), the lazy forward
-  equals the eager streamed validate's logits, and token-by-token decoding with the caches equals the
-  full forward; "equal" is the flash-attention rule: no further from a float64 run than 2x the eager
-  float32 path is (this tiny model's float32 noise is ~1e-5 rel-RMS, measured).
+  equals the eager streamed validate's logits (the fp32 same-algorithm bound; observed bit for bit),
+  and token-by-token decoding with the caches equals the full forward by the flash-attention rule: no
+  further from a float64 run than 2x the eager float32 path is (this tiny model amplifies float32
+  rounding to ~3e-6..1e-5 rel-RMS, measured).
 * On a scaled-down K3-shaped sparse checkpoint (real headers, zero data), the bytes read per token
   equal, within 2%, what the token needs counted from the headers by this test (every non-expert
   weight of the text model, the experts the router picked, one embedding row), far below the
@@ -24,7 +25,7 @@ import torch
 
 from archprobe.ops.quant import dequantize_mxfp4
 from archprobe.synthetic import tiny_k3_dims, write_k3_checkpoint
-from archprobe.testing import compare
+from archprobe.testing import assert_close, compare
 
 IDS = [3, 17, 5, 200, 9, 44]
 
@@ -65,7 +66,7 @@ def test_lazy_forward_and_decode_equal_eager(tiny_real, tmp_path):
     assert full.shape == eager.shape
     noise = compare(ref, eager)["rel_rms"]
     assert compare(ref, full)["rel_rms"] <= 2 * noise + 1e-7, (compare(ref, full), noise)
-    assert compare(eager, full)["rel_rms"] <= 3 * noise + 1e-7
+    assert_close("same_algorithm", eager, full, name="lazy vs eager logits")   # observed: 0 (same kernels)
     assert (full.argmax(-1) == eager.argmax(-1)).all()
 
     # the decode: 2-token prefill, then one token at a time with the KDA states and MLA latent caches

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from archprobe.ops.quant import E2M1, MX_GROUP
 
@@ -41,15 +42,14 @@ def _rows_per_chunk(cols: int) -> int:
 
 
 def _out(x: torch.Tensor, rows: int) -> torch.Tensor:
-    return torch.empty(rows, x.shape[0], dtype=x.dtype)
+    return torch.empty(x.shape[0], rows, dtype=x.dtype)
 
 
 def dense_matmul(x: torch.Tensor, reader, name: str) -> torch.Tensor:
     """x [n, in] @ W.T for the stored float matrix `name` [out, in]; returns [n, out] in x's dtype."""
     span = reader.index[name]
     rows, cols = span.shape[0], span.shape[1]
-    xt = x.t().contiguous()
-    out_t = _out(x, rows)
+    out = _out(x, rows)
     step = _rows_per_chunk(cols)
     conv = reader.scratch("dense_conv", step * cols * x.element_size()).view(x.dtype)
     for r0 in range(0, rows, step):
@@ -57,8 +57,8 @@ def dense_matmul(x: torch.Tensor, reader, name: str) -> torch.Tensor:
         w = reader.read_rows(name, r0, r1, slot="dense_raw")
         if w.dtype != x.dtype:
             w = conv[: (r1 - r0) * cols].view(r1 - r0, cols).copy_(w)
-        torch.mm(w, xt, out=out_t[r0:r1])
-    return out_t.t()
+        out[:, r0:r1] = F.linear(x, w)   # F.linear, as nn.Linear: a one-chunk matrix gives its exact bits
+    return out
 
 
 def mxfp4_matmul(x: torch.Tensor, reader, packed: str, scale: str) -> torch.Tensor:
@@ -68,8 +68,7 @@ def mxfp4_matmul(x: torch.Tensor, reader, packed: str, scale: str) -> torch.Tens
     cols = half * 2
     if reader.index[scale].shape != (rows, cols // MX_GROUP):
         raise ValueError(f"{scale}: shape {list(reader.index[scale].shape)} does not fit {packed} {[rows, half]}")
-    xt = x.t().contiguous()
-    out_t = _out(x, rows)
+    out = _out(x, rows)
     step = _rows_per_chunk(cols)
     pairs = reader.scratch("mx_pairs", step * half * 8).view(torch.int64)
     conv = reader.scratch("mx_conv", step * cols * x.element_size()).view(x.dtype)
@@ -84,5 +83,5 @@ def mxfp4_matmul(x: torch.Tensor, reader, packed: str, scale: str) -> torch.Tens
         w = w.view(n, cols)
         if x.dtype != torch.float32:
             w = conv[: n * cols].view(n, cols).copy_(w)
-        torch.mm(w, xt, out=out_t[r0:r0 + n])
-    return out_t.t()
+        out[:, r0:r0 + n] = F.linear(x, w)
+    return out
