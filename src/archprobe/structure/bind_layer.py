@@ -167,8 +167,8 @@ def _norms_and_residual(out: Layer, loose: list[Module], H: int, cfg, roles: dic
                                             m.path))[:2]
         for site, q in zip(("pre_mixer", "pre_ffn"), qs, strict=False):
             roles[f"residual.{site}.query"] = q
-            norm = max(vecs, key=lambda v: (_common(v.path, q.path), v.path), default=None) if vecs else None
-            if norm is not None and _common(norm.path, q.path) > 0 and len(vecs) > 2:
+            norm = max(vecs, key=lambda v: (common_prefix_len(v.path, q.path), v.path), default=None) if vecs else None
+            if norm is not None and common_prefix_len(norm.path, q.path) > 0 and len(vecs) > 2:
                 vecs.remove(norm)
                 roles[f"residual.{site}.norm"] = norm
         queries = [q for q in queries if q not in qs]
@@ -198,7 +198,8 @@ def _norms_and_residual(out: Layer, loose: list[Module], H: int, cfg, roles: dic
             unexplained.append(m)
 
 
-def _common(a: str, b: str) -> int:
+def common_prefix_len(a: str, b: str) -> int:
+    """Characters two module paths share from the start (the nearer of two norms to a projection)."""
     n = 0
     for x, y in zip(a, b, strict=False):
         if x != y:

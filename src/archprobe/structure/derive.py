@@ -14,7 +14,7 @@ from collections import Counter
 
 from archprobe.formats.quant import classify, summarize
 from archprobe.formats.sources import RawCheckpoint
-from archprobe.structure.bind_layer import bind_layer
+from archprobe.structure.bind_layer import bind_layer, common_prefix_len
 from archprobe.structure.card import Card
 from archprobe.structure.config import ConfigView
 from archprobe.structure.modules import Module, group_modules, words
@@ -123,14 +123,15 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
     squares = [m for m in mods.values() if m.shape == (H, H) and id(m) not in set(map(id, roles.values()))]
     if len(squares) == 1:           # a prediction-head transform before the tied head (ModernBERT, BERT)
         roles["head_transform"] = squares[0]
-        hn = max(vecs, key=lambda v: _prefix_len(v.path, squares[0].path), default=None) if len(vecs) > 1 else None
-        if hn is not None and _prefix_len(hn.path, squares[0].path) > 0:
+        near = squares[0].path
+        hn = max(vecs, key=lambda v: common_prefix_len(v.path, near), default=None) if len(vecs) > 1 else None
+        if hn is not None and common_prefix_len(hn.path, squares[0].path) > 0:
             roles["head_transform_norm"] = hn
             vecs.remove(hn)
     if queries:
         roles["output_residual.query"] = queries[0]
         if len(vecs) > 1:
-            norm = max(vecs, key=lambda v: _prefix_len(v.path, queries[0].path))
+            norm = max(vecs, key=lambda v: common_prefix_len(v.path, queries[0].path))
             roles["output_residual.norm"] = norm
             vecs.remove(norm)
     if vecs:
@@ -168,15 +169,6 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
     card.tie_word_embeddings = "head" not in roles
     card.head.tied = card.tie_word_embeddings
     card.origins["head.tied"] = card.origins["tie_word_embeddings"] = "shape"
-
-
-def _prefix_len(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def _set(card: Card, path: str, value, origin: str) -> None:
