@@ -299,11 +299,18 @@ def read_header(path: str | os.PathLike, folder: str | None = None) -> Header:
 
     Only a regular file inside `folder` (default: the file's own folder) is opened (formats/localfiles.py).
     """
+    path = os.fspath(path)
+    raw, size = read_header_bytes(path, folder or os.path.dirname(os.path.abspath(path)))
+    return parse_header(raw, path, size)
+
+
+def read_header_bytes(path: str, folder: str) -> tuple[bytes, int]:
+    """The raw JSON header of a local .safetensors file and the file's size, read from a regular file
+    inside `folder` (8 + header bytes, nothing more); the length prefix is checked, not the JSON."""
     from archprobe.formats.localfiles import open_inside
 
-    path = os.fspath(path)
     try:
-        with open_inside(folder or os.path.dirname(os.path.abspath(path)), path) as f:
+        with open_inside(folder, path) as f:
             size = os.fstat(f.fileno()).st_size
             n = header_length(f.read(8), path, size)
             raw = f.read(n)
@@ -311,4 +318,4 @@ def read_header(path: str | os.PathLike, folder: str | None = None) -> Header:
         raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
     if len(raw) != n:
         raise CheckpointError(path, f"truncated: header needs {n:,} bytes, file has {len(raw):,}")
-    return parse_header(raw, path, size)
+    return raw, size

@@ -43,8 +43,7 @@ class ShardIndex:
     """checkpoint name -> Span, for the shard files of a local folder (headers checked, then indexed)."""
 
     def __init__(self, folder: str, files: list[str]):
-        from archprobe.formats.localfiles import open_inside
-        from archprobe.formats.safetensors import header_length, parse_header
+        from archprobe.formats.safetensors import parse_header, read_header_bytes
 
         try:
             from orjson import loads
@@ -55,15 +54,8 @@ class ShardIndex:
         self.spans: dict[str, Span] = {}
         for k, file in enumerate(files):
             path = os.path.join(folder, file)
-            try:
-                with open_inside(folder, path) as f:
-                    size = os.fstat(f.fileno()).st_size
-                    n = header_length(f.read(8), path, size)
-                    raw = f.read(n)
-            except OSError as exc:
-                raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
-            if len(raw) != n:
-                raise CheckpointError(path, f"truncated: header needs {n:,} bytes, file has {len(raw):,}")
+            raw, size = read_header_bytes(path, folder)
+            n = len(raw)
             parse_header(raw, path, size)   # the guarded check; raises one CheckpointError naming the problem
             doc = loads(raw)
             doc.pop("__metadata__", None)
