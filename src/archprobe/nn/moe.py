@@ -193,13 +193,22 @@ class MoE(nn.Module):
         from it so a last-bit difference upstream cannot flip a choice; weights still come from x."""
         shape = x.shape
         xf = x.reshape(-1, shape[-1])
-        z = getattr(self, self.latent_names[0])(xf) if self.latent_size else xf
-        r_in = z if self.routing_space == "latent" else xf
+        z, r_in = self.expert_input(xf)
         forced = self._pinned_experts(r_in, pin_input) if pin_input is not None else None
         weights, experts = self.route(r_in, experts=forced)
         self.last_routing = (experts.detach(), weights.detach())
         run = moe_dispatch if self.dispatch else moe_dense_reference
         y = run(z, weights, experts, self.experts.run, self.num_experts)
+        return self.combine_output(y, xf).reshape(shape)
+
+    def expert_input(self, xf: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(what the experts read: x or its latent down-projection, what the router reads) for x [N, hidden]."""
+        z = getattr(self, self.latent_names[0])(xf) if self.latent_size else xf
+        return z, (z if self.routing_space == "latent" else xf)
+
+    def combine_output(self, y: torch.Tensor, xf: torch.Tensor) -> torch.Tensor:
+        """The routed experts' sum `y` back to the hidden width (latent norm, up-projection) plus the shared
+        experts on x."""
         if self.latent_size:
             if self.use_latent_norm:
                 y = getattr(self, self.latent_names[2])(y)
@@ -208,7 +217,7 @@ class MoE(nn.Module):
             y = y + self.shared_experts(xf)
         elif self.shared_gated:
             y = y + torch.sigmoid(self.shared_expert_gate(xf)) * self.shared_expert(xf)
-        return y.reshape(shape)
+        return y
 
     def routing_stats(self) -> dict:
         if self.last_routing is None:

@@ -84,8 +84,7 @@ class LazyMoE(nn.Module):
         m = self.moe
         shape = x.shape
         xf = x.reshape(-1, shape[-1])
-        z = getattr(m, m.latent_names[0])(xf) if m.latent_size else xf
-        r_in = z if m.routing_space == "latent" else xf
+        z, r_in = m.expert_input(xf)
         logits = self.router(r_in).float()
         chosen = None
         if m.groups == 1:
@@ -98,12 +97,4 @@ class LazyMoE(nn.Module):
                                      topk_groups=m.topk_groups, experts=chosen)
         self.last_experts = experts.detach()
         y = moe_dispatch(z, weights, experts, self.bank.run, m.num_experts)
-        if m.latent_size:
-            if m.latent_norm:
-                y = getattr(m, m.latent_names[2])(y)
-            y = getattr(m, m.latent_names[1])(y)
-        if hasattr(m, "shared_experts"):
-            y = y + m.shared_experts(xf)
-        elif m.shared_gated:
-            y = y + torch.sigmoid(m.shared_expert_gate(xf)) * m.shared_expert(xf)
-        return y.reshape(shape)
+        return m.combine_output(y, xf).reshape(shape)
