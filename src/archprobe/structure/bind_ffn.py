@@ -127,22 +127,16 @@ def bind_moe(mods: list[Module], H: int) -> Bound | None:
             up = next((u for u in rest if u.shape == (H, ab[0])), None)
             if up is not None:
                 lat_cands.append((ab[0], m, up))
-    latent = None
-    r = _bank_roles(bank, H, False)
-    if r is None:
-        for cand in lat_cands:
-            r = _bank_roles(bank, cand[0], False)
+    # the bank read at the hidden width, else at a latent width; first as stored [out, in], then transposed
+    latent, r = None, None
+    for transposed in (False, True):
+        for cand in (None, *lat_cands):
+            r = _bank_roles(bank, cand[0] if cand else H, transposed)
             if r is not None:
                 latent = cand
                 break
-    if r is None:
-        r = _bank_roles(bank, H, True)
-    if r is None:
-        for cand in lat_cands:
-            r = _bank_roles(bank, cand[0], True)
-            if r is not None:
-                latent = cand
-                break
+        if r is not None:
+            break
     X = latent[0] if latent else H
     ffn = Ffn("latent_moe" if latent else "moe", num_experts=E, router=Router())
     roles: dict[str, Module] = {}

@@ -41,6 +41,13 @@ def _take(pool: list[Module], m: Module | None) -> Module | None:
     return m
 
 
+def _bind(b: Bound, pool: list[Module], pairs) -> None:
+    """Bind each (role, module) pair whose module is present, taking it out of the layer's pool."""
+    for role, m in pairs:
+        if _take(pool, m) is not None:
+            b.roles[role] = m
+
+
 def bind_mixer(mods: list[Module], H: int, cfg) -> Bound | None:
     convs = [m for m in mods if len(m.shape) == 3 and m.shape[1] == 1 and m.shape[0] > 1 and m.shape[2] > 1]
     if convs:
@@ -104,9 +111,7 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
         mixer.evidence = [ev(heads_v[0], f"per-head vectors ({nh}) x{len(heads_v)} (A_log, D, dt_bias): Mamba-2"),
                           ev(conv, f"depthwise conv [{C}, 1, {K}]")]
         b.part = mixer
-        for role, m in (("in_proj", reader), ("conv1d", conv), ("norm", norm), ("out_proj", writer)):
-            if _take(pool, m) is not None:
-                b.roles[role] = m
+        _bind(b, pool, (("in_proj", reader), ("conv1d", conv), ("norm", norm), ("out_proj", writer)))
     elif pair is not None:
         nv = vec_len(pair[0])
         a_log, dt = _by_words(pair, {"a_log", "a"}, {"dt_bias", "dt"})
@@ -126,9 +131,7 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
                           ev(conv, f"depthwise conv [{C}, 1, {K}]")]
         b.part = mixer
         names = ["in_proj_qkvz", "in_proj_ba"] + [f"in_proj_{i}" for i in range(2, len(readers))]
-        for role, m in [*zip(names, readers, strict=False), ("conv1d", conv), ("norm", norm), ("out_proj", writer)]:
-            if _take(pool, m) is not None:
-                b.roles[role] = m
+        _bind(b, pool, [*zip(names, readers, strict=False), ("conv1d", conv), ("norm", norm), ("out_proj", writer)])
     elif C == H:
         reader = next((m for m in mats if m.shape == (3 * H, H)), None)
         if reader is None:
@@ -136,9 +139,7 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
         b.part = Mixer("short_conv", conv_dim=C, conv_kernel=K,
                        evidence=[ev(conv, f"depthwise conv [{C}, 1, {K}] on the hidden width, gated by a [3H, H] "
                                           "input: a short-convolution block")])
-        for role, m in (("in_proj", reader), ("conv1d", conv), ("out_proj", writer)):
-            if _take(pool, m) is not None:
-                b.roles[role] = m
+        _bind(b, pool, (("in_proj", reader), ("conv1d", conv), ("out_proj", writer)))
     else:
         return None
     b.part.confidence = 0.85
@@ -161,11 +162,9 @@ def _rg_lru(pool, conv, blocks, vecs, mats, writer, H) -> Bound:
     mixer.evidence = [ev(ig, f"block-diagonal gate {list(ig.shape)} over a {C}-wide recurrence (RG-LRU)"),
                       ev(conv, f"depthwise conv [{C}, 1, {conv.shape[-1]}]")]
     b = Bound(mixer)
-    for role, m in (("x", xs[0] if xs else None), ("y", xs[1] if len(xs) > 1 else None), ("conv1d", conv),
+    _bind(b, pool, (("x", xs[0] if xs else None), ("y", xs[1] if len(xs) > 1 else None), ("conv1d", conv),
                     ("input_gate", ig), ("input_gate.bias", igb), ("recurrent_gate", rg),
-                    ("recurrent_gate.bias", rgb), ("a_param", a), ("o", writer)):
-        if _take(pool, m) is not None:
-            b.roles[role] = m
+                    ("recurrent_gate.bias", rgb), ("a_param", a), ("o", writer)))
     mixer.confidence = 0.8
     b.leftover = pool
     return b
@@ -190,9 +189,7 @@ def _mamba1(pool, conv, a_grid, vecs, mats, writer, H) -> Bound:
         roles.append(("dt_norm", v))
     bc = _by_words([v for v in small if vec_len(v) == N], {"b", "b_layernorm"}, {"c", "c_layernorm"})
     roles += list(zip(("b_norm", "c_norm"), bc, strict=False))
-    for role, m in roles:
-        if _take(pool, m) is not None:
-            b.roles[role] = m
+    _bind(b, pool, roles)
     mixer.confidence = 0.85
     b.leftover = pool
     return b
@@ -229,11 +226,9 @@ def _gdn_split(pool, convs, vecs, mats, H, cfg) -> Bound | None:
     mixer.evidence = [ev(dt, f"per-head decay vectors ({nv}): a scalar decay per head (gated delta rule)"),
                       ev(convs[0], "depthwise convs on q, k, v")]
     b = Bound(mixer)
-    for role, m in (("q", q), ("k", k), ("v", v), ("g", g), ("a", a_p), ("b", b_p), ("A_log", a_log),
+    _bind(b, pool, (("q", q), ("k", k), ("v", v), ("g", g), ("a", a_p), ("b", b_p), ("A_log", a_log),
                     ("dt_bias", dt), ("o_norm", o_norm), ("o", writer), ("q_conv", qc), ("k_conv", kc),
-                    ("v_conv", vc)):
-        if _take(pool, m) is not None:
-            b.roles[role] = m
+                    ("v_conv", vc)))
     mixer.confidence = 0.8
     b.leftover = pool
     return b
@@ -321,10 +316,8 @@ def _lightning(mods: list[Module], H: int, cfg) -> Bound | None:
                       ev(writer, f"output projection [H, {inner}]")]
     b = Bound(mixer)
     pool = list(mods)
-    for role, m in [("qkv", qkv), ("o", writer), ("g", gate), ("norm", norm), ("slope_rate", rate),
-                    *[(f"decay.{m.leaf}", m) for m in buffers]]:
-        if _take(pool, m) is not None:
-            b.roles[role] = m
+    _bind(b, pool, [("qkv", qkv), ("o", writer), ("g", gate), ("norm", norm), ("slope_rate", rate),
+                    *[(f"decay.{m.leaf}", m) for m in buffers]])
     mixer.confidence = 0.8
     b.leftover = pool
     return b
@@ -386,9 +379,7 @@ def _mla(mods: list[Module], H: int, cfg) -> Bound | None:
     else:
         q = next((m for m in mats if m.shape[1] == H and m not in (down, writer) and m.shape[0] > down.shape[0]), None)
         roles.append(("q", q))
-    for role, m in roles:
-        if _take(pool, m) is not None:
-            b.roles[role] = m
+    _bind(b, pool, roles)
     rope_norm = next((m for m in pool if m.shape == (rope,) and "indexer" not in words(m.path)), None) if rope else None
     if rope_norm is not None:                 # a norm on the decoupled rope key alone (dots)
         b.roles["k_rope_norm"] = _take(pool, rope_norm)
@@ -415,9 +406,7 @@ def _lowrank(mods, down, ups, H, cfg) -> Bound:
         mixer.head_dim = hd
         if hd and ups[0].shape[0] % hd == 0:
             mixer.num_kv_heads = ups[0].shape[0] // hd // (2 if len(ups) == 1 else 1)
-    for role, m in (("kv_a", down), *up_roles, ("q", q), ("o", writer)):
-        if _take(pool, m) is not None:
-            b.roles[role] = m
+    _bind(b, pool, (("kv_a", down), *up_roles, ("q", q), ("o", writer)))
     b.leftover = pool
     return b
 
@@ -549,9 +538,7 @@ def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = N
         if dt is not None and a_vec is not None:
             roles += [("mask_dt", dt), ("mask_A", a_vec)]
             mixer.layout["dynamic_mask"] = True
-    for role, m in roles:
-        if _take(pool, m) is not None:
-            b.roles[role] = m
+    _bind(b, pool, roles)
     _gates_and_indexer(b, pool, H, nh, o)
     mixer.evidence.append(ev(o, f"output projection [H, {Wo}]"))
     mixer.confidence = 0.9 if nh and hd and kvh else 0.6
