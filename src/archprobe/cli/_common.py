@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Annotated
 
@@ -53,7 +52,3 @@ def _stderr_console():
 
     return Console(stderr=True)
 
-
-def guarded(fn: Callable[[], None]) -> None:
-    """Runs `fn`. Kept for commands not yet unwrapped: errors are mapped once, in cli/main.py."""
-    fn()

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, NoProgressOpt, guarded, print_json, shard_progress
+from archprobe.cli._common import JsonOpt, NoProgressOpt, print_json, shard_progress
 from archprobe.cli.errors import one_line
 
 app = typer.Typer(help="Evaluations with the nine-check method; every attempt kept in a SQLite ledger.",
@@ -48,48 +48,46 @@ def run(tasks: Annotated[str, typer.Argument(help="Task-set folder (with tasks.j
     Example: archprobe eval run builtin --endpoint http://127.0.0.1:8000/v1 --model my-model --attempts 5
     """
 
-    def go() -> None:
-        from archprobe.cli import options
-        from archprobe.eval.ledger import Ledger
-        from archprobe.eval.pricing import parse_price
-        from archprobe.eval.report import build_report
-        from archprobe.eval.runner import RunOptions, new_run_id, run_eval
-        from archprobe.eval.tasks import load_task_set
+    from archprobe.cli import options
+    from archprobe.eval.ledger import Ledger
+    from archprobe.eval.pricing import parse_price
+    from archprobe.eval.report import build_report
+    from archprobe.eval.runner import RunOptions, new_run_id, run_eval
+    from archprobe.eval.tasks import load_task_set
 
-        # numbers checked by type before any attempt runs (cli/options.py)
-        options.finite(timeout, "--timeout", 0.001, 7 * 86400)
-        options.finite(backoff, "--backoff", 0, 3600)
-        options.finite(temperature, "--temperature", 0, 100)
-        if attempts > 100_000 or concurrency > 10_000 or max_retries > 1000 or (max_tokens is not None and
-                                                                                 not 1 <= max_tokens <= 1 << 24):
-            raise options.OptionError("--attempts (<= 100000), --concurrency (<= 10000), --max-retries (<= 1000) "
-                                      "or --max-tokens (1 to 2^24) out of range")
-        task_set = load_task_set(tasks)
-        table = parse_price(price, model)
-        opts = RunOptions(endpoint=endpoint, model=model, attempts=attempts, concurrency=concurrency,
-                          executor=executor, timeout_s=timeout, max_retries=max_retries, backoff_s=backoff,
-                          temperature=temperature, max_tokens=max_tokens, seed=seed, api_key_env=api_key_env,
-                          isolate_network=not no_network_isolation, max_turns=max_turns,
-                          max_tokens_agent=max_agent_tokens, price=table.to_dict() if table else None)
-        hooks = {"approve": _terminal_approver()} if approve else {}
-        book = Ledger(ledger)
-        rid = run_id or new_run_id()
-        try:
-            with shard_progress(not no_progress and not json_out, "attempts") as progress:
-                run_eval(book, task_set, opts, run_id=rid, progress=None if approve else progress, hooks=hooks)
-        except KeyboardInterrupt:
-            typer.echo(f"interrupted: every finished attempt is in {ledger}; resume with --run-id {rid}", err=True)
-            raise typer.Exit(130) from None
-        doc = build_report(book, rid)
-        if json_out:
-            print_json(doc)
-        else:
-            from archprobe.cli.render_eval import render_report
+    # numbers checked by type before any attempt runs (cli/options.py)
+    options.finite(timeout, "--timeout", 0.001, 7 * 86400)
+    options.finite(backoff, "--backoff", 0, 3600)
+    options.finite(temperature, "--temperature", 0, 100)
+    if attempts > 100_000 or concurrency > 10_000 or max_retries > 1000 or (max_tokens is not None and
+                                                                             not 1 <= max_tokens <= 1 << 24):
+        raise options.OptionError("--attempts (<= 100000), --concurrency (<= 10000), --max-retries (<= 1000) "
+                                  "or --max-tokens (1 to 2^24) out of range")
+    task_set = load_task_set(tasks)
+    table = parse_price(price, model)
+    opts = RunOptions(endpoint=endpoint, model=model, attempts=attempts, concurrency=concurrency,
+                      executor=executor, timeout_s=timeout, max_retries=max_retries, backoff_s=backoff,
+                      temperature=temperature, max_tokens=max_tokens, seed=seed, api_key_env=api_key_env,
+                      isolate_network=not no_network_isolation, max_turns=max_turns,
+                      max_tokens_agent=max_agent_tokens, price=table.to_dict() if table else None)
+    hooks = {"approve": _terminal_approver()} if approve else {}
+    book = Ledger(ledger)
+    rid = run_id or new_run_id()
+    try:
+        with shard_progress(not no_progress and not json_out, "attempts") as progress:
+            run_eval(book, task_set, opts, run_id=rid, progress=None if approve else progress, hooks=hooks)
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted: every finished attempt is in {ledger}; resume with --run-id {rid}", err=True)
+        raise typer.Exit(130) from None
+    doc = build_report(book, rid)
+    if json_out:
+        print_json(doc)
+    else:
+        from archprobe.cli.render_eval import render_report
 
-            render_report(doc)
-            typer.echo(f"ledger: {ledger}   report again: archprobe eval report {rid} --ledger {ledger}")
+        render_report(doc)
+        typer.echo(f"ledger: {ledger}   report again: archprobe eval report {rid} --ledger {ledger}")
 
-    guarded(go)
 
 
 @app.command("intervene")
@@ -99,21 +97,19 @@ def intervene(run_id: str, attempt: Annotated[str, typer.Option(help="Attempt id
               ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
     """Record human help on an attempt (E1, E3): the attempt is then reported as assisted."""
 
-    def go() -> None:
-        from archprobe.errors import ArchprobeError
-        from archprobe.eval.ledger import Ledger
+    from archprobe.errors import ArchprobeError
+    from archprobe.eval.ledger import Ledger
 
-        book = Ledger(ledger)
-        book.run(run_id)
-        if book.attempt_run(attempt) != run_id:
-            raise ArchprobeError(f"attempt {attempt!r} belongs to another run")
-        book.add_intervention(attempt, kind, note)
-        if json_out:
-            print_json({"run_id": run_id, "attempt_id": attempt, "kind": kind, "recorded": True})
-        else:
-            typer.echo(f"recorded {kind} on {attempt}")
+    book = Ledger(ledger)
+    book.run(run_id)
+    if book.attempt_run(attempt) != run_id:
+        raise ArchprobeError(f"attempt {attempt!r} belongs to another run")
+    book.add_intervention(attempt, kind, note)
+    if json_out:
+        print_json({"run_id": run_id, "attempt_id": attempt, "kind": kind, "recorded": True})
+    else:
+        typer.echo(f"recorded {kind} on {attempt}")
 
-    guarded(go)
 
 
 @app.command("report")
@@ -125,60 +121,54 @@ def report(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER,
            json_out: JsonOpt = False) -> None:
     """Outcomes, success rate with a 95% interval, the nine checks and the verdict, every attempt."""
 
-    def go() -> None:
-        from archprobe.errors import ArchprobeError
-        from archprobe.eval.ledger import Ledger
-        from archprobe.eval.report import build_report, write_html
+    from archprobe.errors import ArchprobeError
+    from archprobe.eval.ledger import Ledger
+    from archprobe.eval.report import build_report, write_html
 
-        if ci not in ("auto", "clustered", "bootstrap", "wilson"):
-            raise ArchprobeError(f"unknown interval method {ci!r}", hint="auto, clustered, bootstrap or wilson")
-        others = [Ledger(p) for p in also_ledger or []]
-        doc = build_report(_existing(ledger), run_id, ci=ci, other_ledgers=others)
-        if html:
-            write_html(doc, html)
-        if json_out:
-            print_json(doc)
-            return
-        from archprobe.cli.render_eval import render_report
+    if ci not in ("auto", "clustered", "bootstrap", "wilson"):
+        raise ArchprobeError(f"unknown interval method {ci!r}", hint="auto, clustered, bootstrap or wilson")
+    others = [Ledger(p) for p in also_ledger or []]
+    doc = build_report(_existing(ledger), run_id, ci=ci, other_ledgers=others)
+    if html:
+        write_html(doc, html)
+    if json_out:
+        print_json(doc)
+        return
+    from archprobe.cli.render_eval import render_report
 
-        render_report(doc)
-        if html:
-            typer.echo(f"html: {html}")
+    render_report(doc)
+    if html:
+        typer.echo(f"html: {html}")
 
-    guarded(go)
 
 
 @app.command("runs")
 def runs(ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
     """The runs in a ledger."""
 
-    def go() -> None:
-        rows = _existing(ledger).runs()
-        if json_out:
-            print_json({"schema": "archprobe.eval-runs/1", "runs": rows})
-            return
-        for r in rows:
-            typer.echo(one_line(f"{r['run_id']}  {r['source']}  {r['model']}  {r['attempts_per_task']}x  "
-                                f"{r['task_set_hash'][:19]}"))
+    rows = _existing(ledger).runs()
+    if json_out:
+        print_json({"schema": "archprobe.eval-runs/1", "runs": rows})
+        return
+    for r in rows:
+        typer.echo(one_line(f"{r['run_id']}  {r['source']}  {r['model']}  {r['attempts_per_task']}x  "
+                            f"{r['task_set_hash'][:19]}"))
 
-    guarded(go)
 
 
 @app.command("compare")
 def compare(run_a: str, run_b: str, ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
     """Paired comparison of two runs on the same task hash: mean per-task difference (B - A), 95% CI."""
 
-    def go() -> None:
-        from archprobe.eval.compare import compare_runs
+    from archprobe.eval.compare import compare_runs
 
-        doc = compare_runs(_existing(ledger), run_a, run_b)
-        if json_out:
-            print_json(doc)
-        else:
-            typer.echo(f"{doc['tasks']} tasks; success B - A = {doc['mean_difference']:+.3f} "
-                       f"[{doc['ci95'][0]:+.3f}, {doc['ci95'][1]:+.3f}] ({doc['method']}); p = {doc['p_value']:.3g}")
+    doc = compare_runs(_existing(ledger), run_a, run_b)
+    if json_out:
+        print_json(doc)
+    else:
+        typer.echo(f"{doc['tasks']} tasks; success B - A = {doc['mean_difference']:+.3f} "
+                   f"[{doc['ci95'][0]:+.3f}, {doc['ci95'][1]:+.3f}] ({doc['method']}); p = {doc['p_value']:.3g}")
 
-    guarded(go)
 
 
 @app.command("audit")
@@ -186,18 +176,16 @@ def audit(claim: Annotated[str, typer.Argument(help="CLAIM.yaml / .json, or an a
           json_out: JsonOpt = False) -> None:
     """Apply the nine checks to someone else's published result and print the verdict with reasons."""
 
-    def go() -> None:
-        from archprobe.eval.audit import audit_file
+    from archprobe.eval.audit import audit_file
 
-        doc = audit_file(claim)
-        if json_out:
-            print_json(doc)
-            return
-        from archprobe.cli.render_eval import render_checks
+    doc = audit_file(claim)
+    if json_out:
+        print_json(doc)
+        return
+    from archprobe.cli.render_eval import render_checks
 
-        render_checks(doc, title=doc.get("claim") or claim)
+    render_checks(doc, title=doc.get("claim") or claim)
 
-    guarded(go)
 
 
 @app.command("import-inspect")
@@ -205,17 +193,15 @@ def import_inspect(log: Annotated[str, typer.Argument(help="An Inspect AI .eval 
                    ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
     """Import an Inspect AI log so it can be reported and audited like an archprobe run."""
 
-    def go() -> None:
-        from archprobe.eval.inspect_import import import_inspect_log
-        from archprobe.eval.ledger import Ledger
+    from archprobe.eval.inspect_import import import_inspect_log
+    from archprobe.eval.ledger import Ledger
 
-        rid = import_inspect_log(Ledger(ledger), log)
-        if json_out:
-            print_json({"run_id": rid, "ledger": ledger})
-        else:
-            typer.echo(f"imported as {rid}; archprobe eval report {rid} --ledger {ledger}")
+    rid = import_inspect_log(Ledger(ledger), log)
+    if json_out:
+        print_json({"run_id": rid, "ledger": ledger})
+    else:
+        typer.echo(f"imported as {rid}; archprobe eval report {rid} --ledger {ledger}")
 
-    guarded(go)
 
 
 @app.command("standin")
@@ -224,24 +210,22 @@ def standin(tasks: Annotated[str, typer.Argument(help="Task set whose answers th
             p_rate_limit: float = 0.0, p_stall: float = 0.0, stall_s: float = 5.0, delay_s: float = 0.0) -> None:
     """Serve a deterministic OpenAI-compatible stand-in on 127.0.0.1 (NOT a model) to try the harness."""
 
-    def go() -> None:
-        import time
+    import time
 
-        from archprobe.eval.standin import Behaviour, StandinServer
-        from archprobe.eval.tasks import load_task_set
+    from archprobe.eval.standin import Behaviour, StandinServer
+    from archprobe.eval.tasks import load_task_set
 
-        srv = StandinServer(load_task_set(tasks), Behaviour(seed=seed, p_correct=p_correct, p_error=p_error,
-                                                            p_rate_limit=p_rate_limit, p_stall=p_stall,
-                                                            stall_s=stall_s, delay_s=delay_s), port=port).start()
-        typer.echo(f"stand-in (not a model: answers right with p={p_correct}) at {srv.url}; Ctrl-C stops it",
-                   err=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            srv.stop()
+    srv = StandinServer(load_task_set(tasks), Behaviour(seed=seed, p_correct=p_correct, p_error=p_error,
+                                                        p_rate_limit=p_rate_limit, p_stall=p_stall,
+                                                        stall_s=stall_s, delay_s=delay_s), port=port).start()
+    typer.echo(f"stand-in (not a model: answers right with p={p_correct}) at {srv.url}; Ctrl-C stops it",
+               err=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        srv.stop()
 
-    guarded(go)
 
 
 @app.command("verify")
@@ -253,20 +237,18 @@ def verify(ledger: Annotated[str, typer.Argument(help="A ledger (.sqlite) or an 
     Exit status 1 when any chain is broken. Example: archprobe eval verify archprobe-ledger.sqlite
     """
 
-    def go() -> None:
-        doc = _verify(ledger, run_id)
-        if json_out:
-            print_json(doc)
-        else:
-            for r in doc["runs"]:
-                state = "intact" if r["ok"] else f"BROKEN at {len(r['breaks'])} place(s)"
-                typer.echo(one_line(f"run {r['run_id']}: {r['rows']} rows, chain {state}; head {r['head']['hash']}"))
-                for b in r["breaks"]:
-                    typer.echo(one_line(f"  seq {b['seq']}  {b['key'] or '-'}: {b['problem']}"))
-        if not doc["ok"]:
-            raise typer.Exit(1)
+    doc = _verify(ledger, run_id)
+    if json_out:
+        print_json(doc)
+    else:
+        for r in doc["runs"]:
+            state = "intact" if r["ok"] else f"BROKEN at {len(r['breaks'])} place(s)"
+            typer.echo(one_line(f"run {r['run_id']}: {r['rows']} rows, chain {state}; head {r['head']['hash']}"))
+            for b in r["breaks"]:
+                typer.echo(one_line(f"  seq {b['seq']}  {b['key'] or '-'}: {b['problem']}"))
+    if not doc["ok"]:
+        raise typer.Exit(1)
 
-    guarded(go)
 
 
 @app.command("export")
@@ -275,18 +257,16 @@ def export(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER,
            ) -> None:
     """Write one run's rows with their hash chain, so a third party can run `eval verify` on it."""
 
-    def go() -> None:
-        import json
-        from pathlib import Path
+    import json
+    from pathlib import Path
 
-        doc = _existing(ledger).export_run(run_id)
-        if output == "-":
-            print_json(doc)
-        else:
-            Path(output).write_text(json.dumps(doc, indent=1))
-            typer.echo(f"exported {len(doc['rows'])} rows of {run_id} to {output}; head {doc['head']['hash']}")
+    doc = _existing(ledger).export_run(run_id)
+    if output == "-":
+        print_json(doc)
+    else:
+        Path(output).write_text(json.dumps(doc, indent=1))
+        typer.echo(f"exported {len(doc['rows'])} rows of {run_id} to {output}; head {doc['head']['hash']}")
 
-    guarded(go)
 
 
 def _verify(path: str, run_id: str | None) -> dict:
