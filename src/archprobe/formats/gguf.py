@@ -30,6 +30,8 @@ MAX_META = 1 << 16           # metadata entries (real files: ~50)
 MAX_ARRAY = 1 << 28          # items in one metadata array (walked over, never materialised past MAX_KEPT)
 MAX_KEPT = 1 << 16           # items of an array that is kept (per-layer lists); longer ones are counted only
 MAX_KEPT_STRING = 1 << 20    # a longer string value is skipped and noted, not kept
+MAX_KEPT_BYTES = 64 << 20    # Python objects kept from one header: metadata values, keys, tensor infos
+MAX_NAME = 4096              # a key or tensor name (the GGUF spec: keys < 64 KB, ggml names < 64 bytes)
 MAX_DIMS = 8
 MAX_NESTING = 8              # arrays of arrays
 MAX_ELEMENTS = 1 << 50
@@ -62,6 +64,15 @@ class _Cursor:
         self.base = 0    # file offset of buf[0]
         self.pos = 0     # file offset of the next unread byte
         self.block = FIRST_READ
+        self.kept = 0    # estimated bytes of Python objects kept so far (MAX_KEPT_BYTES)
+
+    def charge(self, nbytes: int) -> None:
+        """Count `nbytes` of kept Python objects against MAX_KEPT_BYTES (1-byte items become 8-40
+        byte objects, so the header's byte cap alone would allow ~2 GB of lists)."""
+        self.kept += nbytes
+        if self.kept > MAX_KEPT_BYTES:
+            raise CheckpointError(self.where, f"GGUF metadata and tensor infos would keep over "
+                                              f"{MAX_KEPT_BYTES >> 20} MB of values; refused")
 
     def need(self, n: int) -> None:
         end = self.pos + n
@@ -107,12 +118,17 @@ class _Cursor:
             raise CheckpointError(self.where, f"GGUF {what} is {n:,}, over the {cap:,} cap")
         return n
 
+    def peek_length(self) -> int:
+        self.need(8)
+        return struct.unpack_from("<Q", self.buf, self.pos - self.base)[0]
+
     def string(self, keep: bool = True) -> str | int:
         """The next string, or (keep=False, or longer than MAX_KEPT_STRING) its length, skipped."""
         n = self.count("string length", MAX_HEADER_BYTES)
         if not keep or n > MAX_KEPT_STRING:
             self.skip(n)
             return n
+        self.charge(64 + 4 * n)
         self.need(n)
         at = self.pos - self.base
         text = bytes(self.buf[at:at + n]).decode("utf-8", "replace")
@@ -120,9 +136,9 @@ class _Cursor:
         return text
 
     def name(self, what: str) -> str:
-        text = self.string()
+        text = self.string(self.peek_length() <= MAX_NAME)
         if not isinstance(text, str):
-            raise CheckpointError(self.where, f"GGUF {what} is {text:,} bytes long")
+            raise CheckpointError(self.where, f"GGUF {what} is {text:,} bytes long (the cap is {MAX_NAME:,})")
         return text
 
 
@@ -152,6 +168,7 @@ def _value(c: _Cursor, vtype: int, keep: bool, key: str, depth: int = 0):
         if not keep:
             c.skip(n * width)
             return Skipped(n)
+        c.charge(64 + 40 * n)
         return list(c.unpack(f"<{n}{_SCALARS[item]}"))
     if item not in (_STRING, _ARRAY):
         raise CheckpointError(c.where, f"GGUF metadata {key[:80]!r} has unknown array item type {item}")
@@ -159,6 +176,7 @@ def _value(c: _Cursor, vtype: int, keep: bool, key: str, depth: int = 0):
         for _ in range(n):
             _value(c, item, False, key, depth + 1)
         return Skipped(n)
+    c.charge(64 + 8 * n)
     return [_value(c, item, True, key, depth + 1) for _ in range(n)]
 
 
@@ -210,6 +228,7 @@ def parse_gguf(fetch: Fetch, size: int | None, name: str, where: str) -> tuple[H
             raise CheckpointError(where, f"GGUF tensor {shown}: {elements:,} elements is not a whole number "
                                          f"of {qtype.name} blocks of {block}")
         n_bytes = elements // block * type_size
+        c.charge(320)
         tensors.append(TensorInfo(tname, f"GGUF_{qtype.name}", tuple(reversed(dims)), n_bytes, name))
         ends.append((tname, offset + n_bytes))
     align = meta.get("general.alignment", 32)

@@ -197,6 +197,9 @@ def list_files(repo_id: str, revision: str, deadline: Deadline | None = None) ->
 def _load_list(raw: bytes, repo_id: str) -> list:
     import orjson
 
+    from archprobe.formats.jsontext import check_cost
+
+    check_cost(raw, repo_id, "the listing", SourceError)
     try:
         rows = orjson.loads(raw)
     except (orjson.JSONDecodeError, ValueError):

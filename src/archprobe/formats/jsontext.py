@@ -4,6 +4,12 @@ Strict means what two parsers could disagree on is an error, not a guess: a key 
 (`"num_hidden_layers": 2, "num_hidden_layers": 100`), NaN/Infinity or a number too large for a
 float, nesting deeper than MAX_JSON_DEPTH (json.loads would hit a RecursionError), more bytes than
 the cap. Every failure is one CheckpointError naming the file.
+
+Memory: a parsed JSON document costs 4-45x its bytes (an empty list is 2 bytes of text, 64 of Python),
+so a byte cap alone does not bound memory. `check_cost` first counts, at C speed, the tokens that
+start a value (`,` `:` `[` `{`) and refuses a document whose parse could cost over MAX_JSON_COST:
+measured (tests/hostile/test_memory.py) at <= 110 bytes a token plus 8 bytes a byte for non-ASCII
+text (the decoded str and its copies), 2 for ASCII; the estimate uses 128 and 10/2.
 """
 
 from __future__ import annotations
@@ -54,11 +60,28 @@ def _depth(doc, limit: int) -> int:
     return deepest
 
 
+def parse_cost(raw: bytes) -> int:
+    """An upper bound on the bytes of Python objects parsing `raw` builds (module docstring)."""
+    tokens = raw.count(b",") + raw.count(b":") + raw.count(b"[") + raw.count(b"{") + 1
+    return 128 * tokens + (2 if raw.isascii() else 10) * len(raw)
+
+
+def check_cost(raw: bytes, where: str, what: str, error=CheckpointError) -> None:
+    """Refuse `raw` before parsing when its estimated parse cost is over MAX_JSON_COST."""
+    limit = cap("MAX_JSON_COST")
+    cost = parse_cost(raw)
+    if cost > limit:
+        message = (f"{what} would cost ~{cost / 2**20:,.0f} MB of memory to parse, over the "
+                   f"{limit / 2**20:,.0f} MB cap (ARCHPROBE_MAX_JSON_COST)")
+        raise error(where, message) if error is CheckpointError else error(f"{where}: {message}")
+
+
 def load_strict(raw: bytes, where: str, what: str, limit: int | None = None) -> dict:
     """A JSON object from `raw`; any of the module docstring's problems is one CheckpointError."""
     limit = cap("MAX_CONFIG_BYTES") if limit is None else limit
     if len(raw) > limit:
         raise CheckpointError(where, f"{what} is {len(raw):,} bytes, over the {limit:,}-byte cap")
+    check_cost(raw, where, what)
     max_depth = cap("MAX_JSON_DEPTH")
     try:
         doc = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant,
@@ -84,6 +107,7 @@ def load_fast(raw: bytes, where: str, what: str, limit: int) -> dict:
 
     if len(raw) > limit:
         raise CheckpointError(where, f"{what} is {len(raw):,} bytes, over the {limit:,}-byte cap")
+    check_cost(raw, where, what)
     try:
         doc = _json_loads(raw)
     except (_JSONError, UnicodeDecodeError, ValueError, RecursionError) as exc:

@@ -8,7 +8,7 @@ environment variable of the same name prefixed `ARCHPROBE_` (tests use small one
 |----------------------------------|----------|---------------------------------------------------------|
 | MAX_HEADER_BYTES                 | 100 MB   | one safetensors JSON header (the hub's API allows 25 MB) |
 | MAX_TOTAL_HEADER_BYTES           | 1 GB     | all safetensors headers of one checkpoint (K3: 76 MB)    |
-| MAX_TENSOR_ENTRIES               | 2,000,000| tensors of one checkpoint, all shards (K3: 497,220)      |
+| MAX_TENSOR_ENTRIES               | 200,000  | tensor records kept, all shards, experts folded (K3: 3,714) |
 | MAX_CONFIG_BYTES                 | 16 MB    | config.json, tokenizer_config.json and friends           |
 | MAX_INDEX_BYTES                  | 256 MB   | model.safetensors.index.json (K3: ~40 MB)                |
 | MAX_LISTING_BYTES                | 64 MB    | one page of a hub listing or model-info answer           |
@@ -16,28 +16,40 @@ environment variable of the same name prefixed `ARCHPROBE_` (tests use small one
 | MAX_LISTING_FILES                | 200,000  | files in one hub listing                                 |
 | MAX_REQUESTS                     | 20,000   | HTTP requests of one command                             |
 | MAX_REDIRECTS                    | 5        | redirects followed for one request                       |
+| MAX_JSON_COST                    | 256 MB   | estimated memory of one parsed JSON document (formats/jsontext.py) |
 | MAX_JSON_DEPTH                   | 64       | nesting of config/index JSON                             |
 | MAX_SHARDS                       | 100,000  | shard files of one checkpoint                            |
 | REQUEST_DEADLINE_S               | 120      | one HTTP request, start to last byte (not per read)      |
-| DEADLINE_S                       | 900      | all network reads of one command together               |
+| DEADLINE_S                       | 900      | all network reads of one command; reading a source (local too) |
 
-Memory: a parsed JSON header costs up to ~9x its bytes in Python objects while it is parsed, one
-header at a time when any header is large, so `inspect` of a hostile checkpoint peaks under about
-10 x MAX_HEADER_BYTES plus 300 bytes per tensor entry kept (MAX_TENSOR_ENTRIES). Network reads are
-streamed in 64 KB chunks and aborted at the cap, so a response never costs more than its cap.
+Memory (what each reader may cost at most; tests/hostile/test_memory.py holds each to 2x this plus a
+fixed 40 MB of interpreter and allocator slack):
+
+- a safetensors header: its bytes, plus ~300 bytes per record kept (MAX_TENSOR_ENTRIES: 60 MB), plus
+  16 bytes per entry for the overlap check (at most ~0.4x the header's bytes). Headers up to 1 MB are
+  parsed whole (transient ~10-30x, so at most ~30 MB); larger ones entry by entry
+  (formats/headerstream.py), never as one JSON document. With the defaults: under ~200 MB.
+- config.json and other small JSON: parsed whole under MAX_CONFIG_BYTES; JSON objects cost up to ~30x
+  their bytes, so the documented cost of a config is 30 x MAX_CONFIG_BYTES ... see jsontext.py.
+- GGUF metadata: arrays are walked, not materialised; see gguf.py.
+- Network reads are streamed in 64 KB chunks and aborted at the cap, so a response never costs more
+  than its cap.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
+from contextlib import contextmanager
 
 from archprobe.errors import SourceError
 
 _DEFAULTS: dict[str, float] = {
     "MAX_HEADER_BYTES": 100 * 1024 * 1024,
     "MAX_TOTAL_HEADER_BYTES": 1024 * 1024 * 1024,
-    "MAX_TENSOR_ENTRIES": 2_000_000,
+    "MAX_TENSOR_ENTRIES": 200_000,
     "MAX_CONFIG_BYTES": 16 * 1024 * 1024,
     "MAX_INDEX_BYTES": 256 * 1024 * 1024,
     "MAX_LISTING_BYTES": 64 * 1024 * 1024,
@@ -45,6 +57,7 @@ _DEFAULTS: dict[str, float] = {
     "MAX_LISTING_FILES": 200_000,
     "MAX_REQUESTS": 20_000,
     "MAX_REDIRECTS": 5,
+    "MAX_JSON_COST": 256 * 1024 * 1024,
     "MAX_JSON_DEPTH": 64,
     "MAX_SHARDS": 100_000,
     "REQUEST_DEADLINE_S": 120.0,
@@ -85,3 +98,28 @@ class Deadline:
             raise SourceError(f"{where}: gave up after {self.seconds:g} s {self.what} (the command's deadline)",
                               hint="raise ARCHPROBE_DEADLINE_S, or check the server")
         return left
+
+
+@contextmanager
+def reading_deadline(what: str, seconds: float | None = None):
+    """Wall-clock bound on reading a source, local files included: a slow FUSE/NFS file, a sparse file
+    whose header walks millions of empty strings, a stalled worker. A SIGALRM timer raises SourceError
+    in the main thread, whatever it is doing (a blocked read is interrupted; an uninterruptible one,
+    in the kernel's D state, cannot be). Off the main thread, or inside another one, it is a no-op."""
+    if (threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer")
+            or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+        yield
+        return
+    seconds = float(cap("DEADLINE_S") if seconds is None else seconds)
+
+    def expired(signum, frame):
+        raise SourceError(f"{what}: gave up after {seconds:g} s reading it (the command's deadline)",
+                          hint="raise ARCHPROBE_DEADLINE_S, or check the file system or server")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

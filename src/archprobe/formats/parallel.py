@@ -15,7 +15,7 @@ from multiprocessing import get_context
 from archprobe.formats.safetensors import Header, read_header
 
 MIN_SHARDS_FOR_PROCESSES = 8
-MAX_HEADER_FOR_PROCESSES = 16 * 1024 * 1024   # larger headers: one at a time (a parse costs ~9x its bytes)
+MAX_HEADER_FOR_PROCESSES = 2 * 1024 * 1024   # larger headers: one at a time, so workers never hold several
 
 
 def read_headers(paths: Sequence[str], on_done: Callable[[Header], None] | None = None,
@@ -31,18 +31,23 @@ def read_headers(paths: Sequence[str], on_done: Callable[[Header], None] | None 
             if on_done:
                 on_done(out[-1])
         return out
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
-        futures = [pool.submit(read_header, p, folder) for p in paths]
-        results = []
-        try:
-            for fut in futures:
-                results.append(fut.result())  # re-raises a worker's CheckpointError as is
-                if on_done:
-                    on_done(results[-1])
-        except BaseException:
-            for fut in futures:
-                fut.cancel()
-            raise
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork"))
+    futures = [pool.submit(read_header, p, folder) for p in paths]
+    results = []
+    try:
+        for fut in futures:
+            results.append(fut.result())  # re-raises a worker's CheckpointError as is
+            if on_done:
+                on_done(results[-1])
+    except BaseException:
+        # an error, or the command's deadline: stop the workers now (one may be stuck on a slow file),
+        # rather than wait for them as `with` would
+        processes = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in processes:
+            proc.terminate()
+        raise
+    pool.shutdown()
     return results
 
 

@@ -14,15 +14,18 @@ structure detector needs while the rest of archprobe handles thousands of entrie
 from __future__ import annotations
 
 import gc
+import heapq
 import math
 import operator
 import os
 import struct
+from array import array
 from contextlib import contextmanager
 from itertools import islice
 
 from archprobe.errors import CheckpointError
 from archprobe.formats.dtypes import DTYPE_BITS
+from archprobe.formats.headerstream import StreamedEntries
 from archprobe.formats.limits import _DEFAULTS, cap
 
 try:  # orjson parses the K3 headers ~2x faster than json; the result is the same
@@ -36,6 +39,7 @@ except ImportError:  # pragma: no cover - orjson is a dependency, json is the fa
 # We accept up to 100 MB (one unsharded 500k-tensor file) and refuse anything larger before reading it
 # (ARCHPROBE_MAX_HEADER_BYTES changes it; formats/limits.py lists every cap).
 MAX_HEADER_BYTES = int(_DEFAULTS["MAX_HEADER_BYTES"])
+WHOLE_PARSE_BYTES = 1 << 20  # larger headers are parsed entry by entry (formats/headerstream.py)
 MAX_DIMS = 16                 # rank of one tensor
 MAX_ELEMENTS = 1 << 50        # elements of one tensor (K3's largest: 1.2e9)
 EXPERT_MARK = ".experts."
@@ -156,49 +160,80 @@ def parse_header(raw: bytes, path: str, file_bytes: int | None = None) -> Header
     """Parse and check the JSON header `raw` (without the 8-byte prefix) of the file `path`.
 
     `file_bytes` is the whole file's size; when known, offsets are checked against the data region.
+    A header over WHOLE_PARSE_BYTES is walked entry by entry (formats/headerstream.py), so its parse
+    costs about its own bytes plus the kept records, not the 10-30x of a whole-document parse.
     """
     name = os.path.basename(path)
     data_bytes = None if file_bytes is None else file_bytes - 8 - len(raw)
     with _no_gc():
+        streamed = len(raw) > WHOLE_PARSE_BYTES
+        if streamed:
+            stream = StreamedEntries(raw, path, _json_loads, (_JSONError, UnicodeDecodeError, ValueError))
+            pairs = stream.__iter__
+        else:
+            doc, metadata = _whole(raw, path)
+            pairs = doc.items
         try:
-            doc = _json_loads(raw)
-        except (_JSONError, UnicodeDecodeError, ValueError) as exc:
-            msg = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-            raise CheckpointError(path, f"header is not valid JSON ({msg})") from None
-        if not isinstance(doc, dict):
-            raise CheckpointError(path, f"header is a JSON {type(doc).__name__}, not an object")
-        metadata = doc.pop("__metadata__", None) or {}
-        if not isinstance(metadata, dict):
-            raise CheckpointError(path, "__metadata__ is not a JSON object")
-        try:
-            tensors, spans = _fast_entries(doc, name, data_bytes)
+            tensors, spans, count = _fast_entries(pairs(), name, data_bytes)
         except (TypeError, KeyError, ValueError, AttributeError):
             tensors = None
         if tensors is None:  # find and name the offending entry
-            for tname, entry in doc.items():
+            for tname, entry in pairs():
                 problem = _entry_problem(tname, entry, data_bytes)
                 if problem:
                     raise CheckpointError(path, problem)
             raise CheckpointError(path, "malformed header")  # pragma: no cover - the loop names it
         begin = _overlapping(spans)
         if begin is not None:
-            raise CheckpointError(path, _overlap_message(doc, begin))
-    return Header(name, tensors, metadata, 8 + len(raw), file_bytes if file_bytes is not None else -1, len(doc))
+            raise CheckpointError(path, _overlap_message(pairs(), begin))
+        if streamed:
+            _check_unique(tensors, path)
+            metadata = stream.metadata
+    return Header(name, tensors, metadata, 8 + len(raw), file_bytes if file_bytes is not None else -1, count)
 
 
-def _fast_entries(doc: dict, file: str, data_bytes: int | None):
+def _whole(raw: bytes, path: str) -> tuple[dict, dict]:
+    """A small header parsed whole (the fast path: K3's shard headers are under 1 MB each)."""
+    try:
+        doc = _json_loads(raw)
+    except (_JSONError, UnicodeDecodeError, ValueError) as exc:
+        msg = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise CheckpointError(path, f"header is not valid JSON ({msg})") from None
+    if not isinstance(doc, dict):
+        raise CheckpointError(path, f"header is a JSON {type(doc).__name__}, not an object")
+    meta = doc.pop("__metadata__", None) or {}
+    if not isinstance(meta, dict):
+        raise CheckpointError(path, "__metadata__ is not a JSON object")
+    return doc, meta
+
+
+def _check_unique(tensors: list[TensorInfo], path: str) -> None:
+    """A streamed header has no dict to merge a repeated name: a name given twice is refused (a folded
+    family's repeats are caught by its count against its largest index, formats/sources.Distinct)."""
+    names = [t.name for t in tensors if t.top < 0]
+    if len(set(names)) != len(names):
+        seen: set = set()
+        for n in names:
+            if n in seen:
+                raise CheckpointError(path, f"tensor {_short(n)} appears twice in the header")
+            seen.add(n)
+
+
+def _fast_entries(pairs, file: str, data_bytes: int | None):
     """The hot loop: validate every entry and fold expert enumerations. Returns None on any problem.
 
-    Also returns the (begins, ends) of the non-empty tensors for the overlap check (`_overlapping`)."""
+    Also returns the (begins, ends) of the non-empty tensors for the overlap check (`_overlapping`),
+    as 8-byte arrays (a list of ints costs 40 bytes an entry), and the number of entries."""
     prod = math.prod
     bits_of = DTYPE_BITS.get
-    limit = data_bytes if data_bytes is not None else float("inf")
+    limit = data_bytes if data_bytes is not None else (1 << 62)
+    max_records = cap("MAX_TENSOR_ENTRIES")
     tensors: list[TensorInfo] = []
     folded: dict = {}   # (head, rest) -> (info, dtype, shape list); a differing dtype/shape gets its own key
-    begins: list[int] = []
-    ends: list[int] = []
+    begins, ends = array("q"), array("q")
     add_begin, add_end = begins.append, ends.append
-    for tname, entry in doc.items():
+    count = 0
+    for count, (tname, entry) in enumerate(pairs, 1):  # noqa: B007 - count is the number of entries
         dtype = entry["dtype"]
         shape = entry["shape"]
         begin, end = entry["data_offsets"]
@@ -264,28 +299,42 @@ def _fast_entries(doc: dict, file: str, data_bytes: int | None):
                 info.top = i
             continue
         tensors.append(TensorInfo(tname, dtype, tuple(shape), size, file))
+        if len(tensors) > max_records:
+            raise CheckpointError(file, f"over {max_records:,} tensor entries (after folding expert "
+                                        "enumerations) in one header; refused (ARCHPROBE_MAX_TENSOR_ENTRIES)")
     for info, _, _ in folded.values():        # a "family" of one is just a tensor: keep its real name
         if info.count == 1:
             info.name, info.top = info.first, -1
-    return tensors, (begins, ends)
+    return tensors, (begins, ends), count
 
 
-def _overlapping(spans: tuple[list[int], list[int]]) -> int | None:
+def _overlapping(spans: tuple[array, array]) -> int | None:
     """A begin that falls inside another tensor's bytes, or None. Half-open spans [b, e) overlap nowhere
     iff, with begins and ends each sorted, every next begin is >= the previous end (at any point x the
-    spans covering x number #{b <= x} - #{e <= x}); two int sorts beat one sort of tuples."""
+    spans covering x number #{b <= x} - #{e <= x}). Writers list tensors in offset order, so the spans
+    usually pass in file order; otherwise both are sorted in runs and merged (_sorted_stream), so no
+    list of 40-byte ints for every entry is ever built."""
     begins, ends = spans
     if len(begins) < 2:
         return None
-    begins.sort()
-    ends.sort()
-    if not any(map(operator.lt, islice(begins, 1, None), ends)):
+    if not any(map(operator.lt, islice(begins, 1, None), ends)):   # in file order: each next begin >= end
         return None
-    return next(b for b, e in zip(islice(begins, 1, None), ends, strict=False) if b < e)
+    pairs = zip(islice(_sorted_stream(begins), 1, None), _sorted_stream(ends), strict=False)
+    return next((b for b, e in pairs if b < e), None)
 
 
-def _overlap_message(doc: dict, begin: int) -> str:
-    names = sorted((e["data_offsets"][0], n) for n, e in doc.items())
+_RUN = 1 << 18
+
+
+def _sorted_stream(values: array):
+    """The values in order: runs of _RUN sorted in place (one run's list alive at a time), then merged."""
+    for i in range(0, len(values), _RUN):
+        values[i:i + _RUN] = array("q", sorted(values[i:i + _RUN]))
+    return heapq.merge(*(islice(values, i, i + _RUN) for i in range(0, len(values), _RUN)))
+
+
+def _overlap_message(pairs, begin: int) -> str:
+    names = sorted((e["data_offsets"][0], n) for n, e in pairs)
     prev = None
     for b, n in names:
         if b >= begin and prev is not None:

@@ -41,7 +41,15 @@ Progress = Callable[[int, int], None]  # (done, total) shards
 
 
 def open_source(source: str, progress: Progress | None = None) -> RawCheckpoint:
-    """Resolve `source` (path or hub id) and read config + headers."""
+    """Resolve `source` (path or hub id) and read config + headers, within the command's deadline
+    (formats/limits.reading_deadline: local reads too)."""
+    from archprobe.formats.limits import reading_deadline
+
+    with reading_deadline(source):
+        return _open_source(source, progress)
+
+
+def _open_source(source: str, progress: Progress | None) -> RawCheckpoint:
     if os.path.lexists(source):
         return _open_local(source, progress)
     if HUB_SOURCE.match(source) and not source.startswith((".", "/", "~")):
