@@ -140,3 +140,27 @@ def test_repeated_names_stop_at_the_second_shard(tmp_path):
     (folder / "s2.safetensors").write_bytes(b"not a safetensors file")   # never reached
     with pytest.raises(CheckpointError, match="in two shards"):
         open_source(str(folder))
+
+
+def test_a_sparse_gguf_walking_millions_of_strings_stops_at_the_deadline(tmp_path):
+    """A 256 MB sparse GGUF: a tokenizer array of 2^25 strings, every one empty (its zero bytes are the
+    lengths), walked one by one. The command's reading deadline (3 s here) stops it, local file or not."""
+    n = 1 << 25
+    key = b"tokenizer.ggml.tokens"
+    head = (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key
+            + struct.pack("<IIQ", 9, 8, n))
+    path = tmp_path / "m.gguf"
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(len(head) + 8 * n)
+    r = run_cli("inspect", str(path), "--json", env={"ARCHPROBE_DEADLINE_S": "3"})
+    assert_bounded(r, ok=False, contains="deadline", rss=300 * 2**20, wall_s=15)
+
+
+def test_a_huge_sparse_safetensors_is_read_no_further_than_its_header(tmp_path):
+    """A 1 TB sparse safetensors file: only the header is read, well inside the deadline."""
+    raw_safetensors(tmp_path / "model.safetensors", {"w": {"dtype": "F32", "shape": [1 << 38], "data_offsets": [0, 1 << 40]}})
+    with open(tmp_path / "model.safetensors", "r+b") as f:
+        f.truncate(f.seek(0, 2) + (1 << 40))
+    r = run_cli("inspect", str(tmp_path), "--json", env={"ARCHPROBE_DEADLINE_S": "5"})
+    assert_bounded(r, ok=True, rss=300 * 2**20, wall_s=15)
