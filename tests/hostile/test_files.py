@@ -159,7 +159,8 @@ def test_a_sparse_gguf_walking_millions_of_strings_stops_at_the_deadline(tmp_pat
 
 def test_a_huge_sparse_safetensors_is_read_no_further_than_its_header(tmp_path):
     """A 1 TB sparse safetensors file: only the header is read, well inside the deadline."""
-    raw_safetensors(tmp_path / "model.safetensors", {"w": {"dtype": "F32", "shape": [1 << 38], "data_offsets": [0, 1 << 40]}})
+    entry = {"dtype": "F32", "shape": [1 << 38], "data_offsets": [0, 1 << 40]}
+    raw_safetensors(tmp_path / "model.safetensors", {"w": entry})
     with open(tmp_path / "model.safetensors", "r+b") as f:
         f.truncate(f.seek(0, 2) + (1 << 40))
     r = run_cli("inspect", str(tmp_path), "--json", env={"ARCHPROBE_DEADLINE_S": "5"})

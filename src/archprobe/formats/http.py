@@ -12,6 +12,14 @@ Servers are hostile input. Every request here is bounded:
 - redirects: at most MAX_REDIRECTS, http(s) only, credentials dropped when the host changes;
 - requests: at most MAX_REQUESTS per command.
 Built on `http.client` (standard library) because it lets us own every socket read.
+
+Proxies are read from the environment as httpx and requests read them: HTTPS_PROXY / HTTP_PROXY /
+ALL_PROXY (either case, the lower-case one first) name an `http://[user:password@]host:port` proxy,
+used with CONNECT for https URLs and with absolute-URL requests for http ones; NO_PROXY lists hosts
+(`*`, `example.com` also matching its sub-domains, `host:port`) reached directly. SOCKS and https://
+proxies are refused with one line. Certificates: https is verified against the system's trust store
+(`ssl.create_default_context()`); SSL_CERT_FILE / SSL_CERT_DIR point it at another bundle (a company
+CA, a test CA), as OpenSSL reads them; there is no switch that turns verification off.
 """
 
 from __future__ import annotations
@@ -99,8 +107,12 @@ class GuardedHTTP:
             conn.timeout = min(IDLE_TIMEOUT_S, left)
             if conn.sock is not None:
                 conn.sock.settimeout(conn.timeout)
-            path = parts.path or "/"
-            conn.request("GET", path + (f"?{parts.query}" if parts.query else ""), headers=headers)
+            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            via = getattr(conn, "archprobe_proxy_auth", None)
+            if via is not None:   # plain http through a proxy: the absolute URL goes to the proxy
+                path = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{path}"
+                headers = {**headers, **via}
+            conn.request("GET", path, headers=headers)
             raw = conn.getresponse()
             status = raw.status
             hdrs = {k.lower(): v for k, v in raw.getheaders()}
@@ -189,11 +201,17 @@ class GuardedHTTP:
         key = (parts.scheme, parts.hostname, parts.port)
         conn = pool.get(key)
         if conn is None:
+            proxy = proxy_for(parts)
+            host, port = (parts.hostname, parts.port) if proxy is None else proxy[:2]
             if parts.scheme == "https":
-                conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=IDLE_TIMEOUT_S,
+                conn = http.client.HTTPSConnection(host, port, timeout=IDLE_TIMEOUT_S,
                                                    context=ssl.create_default_context())
+                if proxy is not None:   # CONNECT through the proxy; TLS (and its checks) end to end
+                    conn.set_tunnel(parts.hostname, parts.port or 443, headers=proxy[2])
             else:
-                conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=IDLE_TIMEOUT_S)
+                conn = http.client.HTTPConnection(host, port, timeout=IDLE_TIMEOUT_S)
+                if proxy is not None:
+                    conn.archprobe_proxy_auth = proxy[2]
             pool[key] = conn
         return conn
 
@@ -206,6 +224,37 @@ class GuardedHTTP:
     def close(self) -> None:
         for conn in self._local.__dict__.get("pool", {}).values():
             conn.close()
+
+
+def proxy_for(parts) -> tuple[str, int, dict[str, str]] | None:
+    """(host, port, headers for the proxy) for the URL `parts`, or None to connect directly (module
+    docstring: HTTPS_PROXY / HTTP_PROXY / ALL_PROXY / NO_PROXY, as httpx and requests read them)."""
+    import base64
+    from urllib.parse import unquote
+    from urllib.request import getproxies_environment, proxy_bypass_environment
+
+    proxies = getproxies_environment()
+    text = proxies.get(parts.scheme) or proxies.get("all")
+    if not text:
+        return None
+    target = parts.hostname + (f":{parts.port}" if parts.port else "")
+    if "no" in proxies and proxy_bypass_environment(target, proxies):
+        return None
+    shown = f"{parts.scheme.upper()}_PROXY={text[:80]!r}"
+    p = urlsplit(text if "://" in text else "http://" + text)
+    if p.scheme != "http":
+        raise SourceError(f"{shown}: only http:// proxies are supported (not {p.scheme}://)")
+    try:
+        port = p.port or 80
+    except ValueError:
+        raise SourceError(f"{shown}: not a valid proxy URL (bad port)") from None
+    if not p.hostname:
+        raise SourceError(f"{shown}: not a valid proxy URL (no host)")
+    headers = {}
+    if p.username is not None:
+        pair = f"{unquote(p.username)}:{unquote(p.password or '')}".encode()
+        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(pair).decode()
+    return p.hostname, port, headers
 
 
 class _Transient(SourceError):
