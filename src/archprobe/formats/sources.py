@@ -91,6 +91,9 @@ def shard_names_from_index(index: dict, where: str) -> list[str]:
     wm = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(wm, dict) or not wm:
         raise CheckpointError(where, "index has no weight_map object")
+    odd = next((v for v in wm.values() if not isinstance(v, str)), None)
+    if odd is not None:     # a list or dict value would not even hash
+        raise CheckpointError(where, f"weight_map names shard {_short(odd)}: not a file name")
     names = []
     for f in dict.fromkeys(wm.values()):
         problem = plain_name_problem(f)

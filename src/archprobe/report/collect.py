@@ -22,6 +22,8 @@ def collect(source: str | None, context: str = "32k", batch: int = 1, budget: st
     from archprobe.memory.plan import largest_fitting_context, parse_bytes, parse_tokens, plan_memory
     from archprobe.structure.inspect import analyse
 
+    # read before the long work: a bad document fails in a second, not after the whole report
+    validation = _read_validate_json(validate_json) if validate_json else None
     if source is None:
         from archprobe.demo import demo_checkpoint
 
@@ -40,22 +42,24 @@ def collect(source: str | None, context: str = "32k", batch: int = 1, budget: st
         adaptation = adapt_checkpoint(raw, doc)
     except ArchprobeError as exc:
         adaptation = {"error": exc.message}
-    validation = None
-    if validate_json:
-        import os
-
-        from archprobe.formats.jsontext import load_strict
-        from archprobe.formats.localfiles import read_capped
-
-        # a file someone else may have written: a regular file (no FIFO), capped, strict JSON
-        folder = os.path.dirname(os.path.abspath(validate_json))
-        raw = read_capped(folder, validate_json, 64 * 1024 * 1024, "the validate document")
-        validation = load_strict(raw, validate_json, "the validate document", 64 * 1024 * 1024)
-        if validation.get("schema") != "archprobe.validate/1":
-            raise ArchprobeError(f"{validate_json}: schema {validation.get('schema')!r}, expected archprobe.validate/1")
-    elif run_validate:
+    if validation is None and run_validate:
         from archprobe.validate import validate
 
         validation = validate(source)
     return {"schema": SCHEMA, "source": source, "inspect": doc, "memory": plan, "sweep": sweep,
             "budget_bytes": limit, "largest_fitting_context": fits, "adapt": adaptation, "validate": validation}
+
+
+def _read_validate_json(validate_json: str) -> dict:
+    """A validate document someone else may have written: a regular file (no FIFO), capped, strict JSON."""
+    import os
+
+    from archprobe.formats.jsontext import load_strict
+    from archprobe.formats.localfiles import read_capped
+
+    folder = os.path.dirname(os.path.abspath(validate_json))
+    raw = read_capped(folder, validate_json, 64 * 1024 * 1024, "the validate document")
+    validation = load_strict(raw, validate_json, "the validate document", 64 * 1024 * 1024)
+    if validation.get("schema") != "archprobe.validate/1":
+        raise ArchprobeError(f"{validate_json}: schema {validation.get('schema')!r}, expected archprobe.validate/1")
+    return validation

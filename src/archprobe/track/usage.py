@@ -9,7 +9,8 @@ from archprobe.errors import SourceError
 PREFIXES = ("vllm:", "sglang:")
 GAUGES = {"vllm:num_requests_running", "vllm:num_requests_waiting", "sglang:num_running_reqs",
           "sglang:num_queue_reqs"}
-MAX_BYTES = 16 * 1024 * 1024
+MAX_BYTES = 2 * 1024 * 1024     # real vLLM/SGLang pages: 50-300 KB; parsed samples cost ~30x their bytes
+MAX_SERIES = 10_000              # (metric, model) pairs kept
 
 
 def scrape(url: str, timeout_s: float = 10.0) -> list[tuple[str, float, dict]]:
@@ -42,6 +43,8 @@ def scrape(url: str, timeout_s: float = 10.0) -> list[tuple[str, float, dict]]:
                     continue
                 model = str(sample.labels.get("model_name", ""))[:200]
                 totals[(name, model)] = totals.get((name, model), 0.0) + value
+                if len(totals) > MAX_SERIES:
+                    raise SourceError(f"{_show(url)}: over {MAX_SERIES:,} metric series; refused")
     except (ValueError, TypeError, KeyError, IndexError) as exc:
         raise SourceError(f"{_show(url)}: not Prometheus text format ({str(exc)[:120]})") from None
     if not totals:
