@@ -183,12 +183,12 @@ def parse_header(raw: bytes, path: str, file_bytes: int | None = None) -> Header
                 if problem:
                     raise CheckpointError(path, problem)
             raise CheckpointError(path, "malformed header")  # pragma: no cover - the loop names it
-        begin = _overlapping(spans)
-        if begin is not None:
-            raise CheckpointError(path, _overlap_message(pairs(), begin))
         if streamed:
             _check_unique(tensors, path)
             metadata = stream.metadata
+        begin = _overlapping(spans)
+        if begin is not None:
+            raise CheckpointError(path, _overlap_message(pairs(), begin))
     return Header(name, tensors, metadata, 8 + len(raw), file_bytes if file_bytes is not None else -1, count)
 
 
