@@ -176,3 +176,28 @@ def test_report_validate_json_is_refused_before_the_work(tmp_path, doc):
     r = run_cli("report", str(tmp_path / "m"), "--validate-json", str(tmp_path / "v.json"), "--out",
                 str(tmp_path / "r.html"))
     assert_bounded(r, ok=False, rss=RSS, wall_s=10)
+
+
+def _laughs() -> str:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 12)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("name, text, says", [
+    ("laughs.yaml", _laughs(), "expands to over"),                  # 10^12 values in 12 lines (it hung)
+    ("self.yaml", "a: &a [*a]\n", "refers to itself"),
+    ("deep.json", "[" * 100_000 + "]" * 100_000, "nests"),           # an internal RecursionError before
+    ("deep.yaml", "a:\n" + "".join(" " * i + "- \n" for i in range(1, 200)), "nests"),
+    ("big.yaml", "[" + ",".join(["a"] * 200_000) + "]", "cap"),      # PyYAML: ~175x its bytes
+    ("fifo.yaml", None, "FIFO"),                                     # open() waited for ever
+])
+def test_hostile_card_files(tmp_path, name, text, says):
+    _good(tmp_path / "m")
+    card = tmp_path / name
+    if text is None:
+        os.mkfifo(card)
+    else:
+        card.write_text(text)
+    r = run_cli("inspect", str(tmp_path / "m"), "--json", "--card", str(card))
+    assert_bounded(r, ok=False, contains=says, rss=RSS, wall_s=20)

@@ -60,6 +60,48 @@ def _depth(doc, limit: int) -> int:
     return deepest
 
 
+MAX_EXPANDED = 1_000_000   # values of a parsed document counted with repeats (YAML aliases share them)
+
+
+def nesting_problem(doc) -> str | None:
+    """Why an already parsed document (YAML, say) is too deep, expands to too many values through
+    shared references (a YAML alias bomb: 12 lines can stand for 10^12 values) or refers to itself;
+    None when it is fine. Each shared container is measured once (memoised by identity)."""
+    limit = cap("MAX_JSON_DEPTH")
+    sizes: dict[int, tuple[int, int]] = {}   # id -> (values with repeats, height)
+    busy: set[int] = set()
+
+    class _Stop(Exception):
+        pass
+
+    def measure(node, depth: int) -> tuple[int, int]:
+        if not isinstance(node, dict | list):
+            return 1, 0
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in busy:
+            raise _Stop("refers to itself (a recursive YAML alias)")
+        if depth > limit:
+            raise _Stop(f"nests deeper than {limit} levels")
+        busy.add(key)
+        total, height = 1, 0
+        for child in (node.values() if isinstance(node, dict) else node):
+            n, h = measure(child, depth + 1)
+            total, height = total + n, max(height, h + 1)
+            if total > MAX_EXPANDED:
+                raise _Stop(f"expands to over {MAX_EXPANDED:,} values (shared YAML aliases)")
+        busy.discard(key)
+        sizes[key] = (total, height)
+        return total, height
+
+    try:
+        _, height = measure(doc, 1)
+    except _Stop as exc:
+        return str(exc)
+    return f"nests deeper than {limit} levels" if height >= limit else None
+
+
 def parse_cost(raw: bytes) -> int:
     """An upper bound on the bytes of Python objects parsing `raw` builds (module docstring)."""
     tokens = raw.count(b",") + raw.count(b":") + raw.count(b"[") + raw.count(b"{") + 1
