@@ -27,13 +27,21 @@ fixed 40 MB of interpreter and allocator slack):
 
 - a safetensors header: its bytes, plus ~300 bytes per record kept (MAX_TENSOR_ENTRIES: 60 MB), plus
   16 bytes per entry for the overlap check (at most ~0.4x the header's bytes). Headers up to 1 MB are
-  parsed whole (transient ~10-30x, so at most ~30 MB); larger ones entry by entry
-  (formats/headerstream.py), never as one JSON document. With the defaults: under ~200 MB.
-- config.json and other small JSON: parsed whole under MAX_CONFIG_BYTES; JSON objects cost up to ~30x
-  their bytes, so the documented cost of a config is 30 x MAX_CONFIG_BYTES ... see jsontext.py.
-- GGUF metadata: arrays are walked, not materialised; see gguf.py.
-- Network reads are streamed in 64 KB chunks and aborted at the cap, so a response never costs more
-  than its cap.
+  parsed whole (transient 10-30x, so at most ~30 MB); larger ones entry by entry
+  (formats/headerstream.py), never as one JSON document. With the defaults: under ~200 MB. Parallel
+  header workers only take headers up to 2 MB each.
+- a JSON document (config.json, the index, a hub listing page, model info, a validate document, a
+  JSON card): refused before parsing when its estimated parse cost is over MAX_JSON_COST (256 MB);
+  the estimate (formats/jsontext.parse_cost) bounds the measured cost from above.
+- GGUF metadata and tensor infos: at most gguf.MAX_KEPT_BYTES (64 MB) of kept values, estimated as
+  they are read; arrays longer than gguf.MAX_KEPT and tokenizer arrays are walked, not kept; the
+  header is read in blocks of at most gguf.MAX_BLOCK (32 MB), ~3 of them alive at once.
+- network reads are streamed in 64 KB chunks and aborted at the cap, so a response never costs more
+  than its cap (and its parse is bounded as above); a metrics page: 2 MB and 10,000 series.
+- a YAML card: 256 KB (PyYAML builds ~175x its bytes), its expanded size capped at 1,000,000 values.
+
+Time: DEADLINE_S bounds all network reads of one command (per request: REQUEST_DEADLINE_S) and, via
+`reading_deadline`, reading a source's config and headers, local files included.
 """
 
 from __future__ import annotations
