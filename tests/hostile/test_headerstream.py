@@ -69,3 +69,12 @@ def test_mangled_headers_are_one_error(header, at, junk):
             sf.parse_header(mangled, "m.safetensors", 8 + len(mangled) + data)
         except CheckpointError:
             pass
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_offsets_past_2_62_without_a_file_size_are_named(monkeypatch, streamed):
+    """A hub header (file size unknown) with offsets past 2^62: named, not "malformed header"."""
+    monkeypatch.setattr(sf, "WHOLE_PARSE_BYTES", -1 if streamed else 1 << 40)
+    raw = json.dumps({"w": {"dtype": "EVIL", "shape": [1], "data_offsets": [2**62, 2**62 + 1]}}).encode()
+    with pytest.raises(CheckpointError, match="data_offsets .* outside the data region"):
+        sf.parse_header(raw, "m.safetensors")

@@ -146,7 +146,7 @@ def _entry_problem(tname: str, entry, data_bytes: int | None) -> str | None:
     if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)):
         return f"tensor {_short(tname)}: data_offsets {_short(offsets)} is not two integers"
     begin, end = offsets
-    if not 0 <= begin <= end or (data_bytes is not None and end > data_bytes):
+    if not 0 <= begin <= end or end > (data_bytes if data_bytes is not None else 1 << 62):
         where = "" if data_bytes is None else f" of {data_bytes:,} bytes"
         return f"tensor {_short(tname)}: data_offsets [{begin}, {end}] outside the data region{where}"
     bits = DTYPE_BITS.get(dtype)
