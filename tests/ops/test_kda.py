@@ -249,3 +249,20 @@ def test_sub_blocks_keep_every_factor_within_range():
         s = chunked.sub_block(G)
         Gs = G.view(*G.shape[:2], 32 // s, s, G.shape[-1])
         assert s == 1 or (Gs[..., 0, :] - Gs[..., -1, :]).max() <= 2 * chunked.HALF_SPAN, regime
+
+
+def test_decay_shared_by_every_channel_is_taken_out_only_where_it_grows_the_sub_blocks():
+    """K3's strong end (~5 per token in every channel) runs on the relative decay G - h (the regime test
+    above holds its values against the float64 recurrence); mild and unbounded gates keep the plain path."""
+    from archprobe.ops.chunking import chunk_major
+    from archprobe.ops.kda import chunked
+
+    for regime, expected in (("mild", False), ("k3_strong_end", True), ("unbounded", False)):
+        g = chunk_major(regime_inputs(regime, T=256, K=16)[3], 32, torch.float32)
+        ones = torch.ones(32, 32).tril_()
+        G = ones @ g
+        h = chunked._shared_decay(g, G, ones)
+        assert (h is not None) == expected, regime
+        if h is not None:
+            assert chunked.sub_block(G - h) > chunked.sub_block(G)
+            assert bool((h <= 0).all()) and bool((G - h <= 1e-4).all())   # every relative decay still a decay

@@ -77,7 +77,9 @@ def mxfp4_matmul(x: torch.Tensor, reader, packed: str, scale: str) -> torch.Tens
         codes = reader.read_rows(packed, r0, r0 + n, slot="mx_packed")
         exps = reader.read_rows(scale, r0, r0 + n, slot="mx_scale")
         p = pairs[: n * half]
-        np.take(PAIR_TABLE, codes.numpy(), out=p.numpy().reshape(n, half))
+        # mode="clip" (a byte is always a valid index): numpy's default "raise" with out= goes through a
+        # buffered copy, measured 10-30x slower (0.4 vs 4-12 ns per weight), most of a K3 token's time
+        np.take(PAIR_TABLE, codes.numpy(), out=p.numpy().reshape(n, half), mode="clip")
         w = p.view(torch.float32).view(n, cols // MX_GROUP, MX_GROUP)
         w.mul_(torch.exp2(exps.float() - 127.0).unsqueeze(-1))
         w = w.view(n, cols)

@@ -21,6 +21,10 @@ factors and data stays a normal float. The triangular solve's entries fall with 
 channel; past SOLVE_SPAN it runs in float64 (`_solve`), and `choose_chunk` shrinks the default chunk
 while a chunk's slowest channel decays past CHUNK_SOLVE_SPAN (down to MIN_CHUNK: only decays beyond ~30
 per token in every channel at once could still take subnormal float64 steps inside that solve).
+Where every channel decays alike (K3's -5*sigmoid gates at their strong end) the decay all channels share
+is taken out first (`_shared_decay`): the products and the solve see only the relative decay, which keeps
+full sub-blocks, and the shared part comes back as factors exp(h_r - h_s) <= 1 (exact, as an E (.) E^-1
+similarity of the triangular system).
 Legend: B batch, T tokens, H heads, K key dim, V value dim, N chunks, C chunk size, R = B * H.
 """
 
@@ -150,6 +154,44 @@ def _solve(A_kk, beta, slowest_span: float):
     return inverse * beta.mT
 
 
+SHARED_MIN = 8.0   # the least shared decay (per chunk, somewhere in the segment) worth taking out
+
+
+def slowest_span(G_NRCK) -> float:
+    """How far the slowest channel of the most decaying chunk decays over the chunk (what the solve's
+    entries fall by)."""
+    return -G_NRCK[..., -1, :].amax(-1).amin().item()
+
+
+def _shared_decay(g_NRCK, G_NRCK, ones_CC):
+    """h [N, R, C, 1]: the in-chunk cumsum of each token's smallest decay over the channels (max_c g <= 0),
+    the part of the decay every channel shares; None unless taking it out helps (some chunk shares more
+    than SHARED_MIN, and the sub-blocks grow).
+
+    With G' = G - h every product and the solve are exact in the factored form: exp(G_r - G_s) =
+    exp(h_r - h_s) exp(G'_r - G'_s), and (I + diag(beta) A)^-1 = E (I + diag(beta) A')^-1 E^-1 for
+    E = diag(exp(h)), so the inverse is the relative one times exp(h_r - h_s) <= 1. When the channels decay
+    alike (K3's -5*sigmoid gates at their strong end: ~5 per token in every channel) G' hardly decays:
+    full sub-blocks and a float32 solve instead of small sub-blocks and a float64 one."""
+    m = g_NRCK.detach().amax(-1, keepdim=True).clamp_(max=0.0)   # detached: the result does not depend on h
+    h = ones_CC @ m
+    if -h[..., -1, :].amin().item() <= SHARED_MIN:
+        return None
+    # measured (benchmarks/kda.py's gates, T=2048, CPU time): 1.04-1.10x where the sub-blocks grow (K3's
+    # strong end, s 8 -> 32), 0.93-0.96x where only the float64 solve would go (K3's typical gates)
+    return h if sub_block(G_NRCK - h) > sub_block(G_NRCK) else None
+
+
+def _with_shared_decay(d: Decayed, inverse, h):
+    """The products of the relative decay G - h and its solve's inverse, with the shared decay h put back:
+    factors exp(h_r - h_s) on A(Q, K) and the inverse, exp(h) on the decayed Q and K, exp(h_last - h) on
+    the keys to the chunk's end (each a decay factor <= 1, clamped as `decay_exp` does)."""
+    pair = decay_exp((h - h.mT).clamp_(max=0.0))                     # [N, R, C, C]; above the diagonal 1
+    to_row, to_end = decay_exp(h), decay_exp(h[..., -1:, :] - h)
+    return (Decayed(d.A_kk, d.P_qk * pair, d.q_decayed * to_row, d.k_decayed * to_row, d.k_to_end * to_end),
+            inverse * pair)
+
+
 SEGMENT_BYTES = 4 << 20   # a segment's q, k, v in float32: small enough to stay in a core's cache
 SHAPE_CHUNK = 32          # the chunk the op picks before it looks at the decay (benchmarks/kda.py: fastest on CPU)
 MIN_CHUNK = 16
@@ -225,11 +267,18 @@ def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state,
 
     q, k, v, g = (chunk_major(x, C, dt) for x in (q_BTHK, k_BTHK, v_BTHV, g_BTHK))
     beta = chunk_major(beta_BTH.unsqueeze(-1), C, dt)              # [N, R, C, 1]
-    G = torch.ones(C, C, dtype=dt, device=q.device).tril_() @ g     # the in-chunk cumsum, as a matmul (faster)
+    ones = torch.ones(C, C, dtype=dt, device=q.device).tril_()
+    G = ones @ g                                                    # the in-chunk cumsum, as a matmul (faster)
     grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, g, beta, initial_state))
-    d = _decayed_per_head(q, k, G) if G.shape[-1] == 1 < K else _decayed(q, k, G, inference=not grad)
-    slowest_span = -G[..., -1, :].amax(-1).amin().item()
-    inverse = _solve(d.A_kk, beta, slowest_span)
+    shared = _shared_decay(g, G, ones) if G.shape[-1] > 1 else None
+    if shared is None:
+        d = _decayed_per_head(q, k, G) if G.shape[-1] == 1 < K else _decayed(q, k, G, inference=not grad)
+        inverse = _solve(d.A_kk, beta, slowest_span(G))
+    else:   # the decay every channel shares taken out of the products and the solve, put back after them
+        relative = G - shared
+        d = _decayed(q, k, relative, inference=not grad)
+        inverse = _solve(d.A_kk, beta, slowest_span(relative))
+        d, inverse = _with_shared_decay(d, inverse, shared)
     decay_last = decay_exp(G[..., -1:, :]).mT                        # [N, R, K, 1]
     S0 = (torch.zeros(R, K, V, dtype=dt, device=q.device) if initial_state is None
           else initial_state.to(dt).reshape(R, K, V))
