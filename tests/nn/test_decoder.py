@@ -27,6 +27,8 @@ CONFIGS = {
                                           ffn_types=("none", "latent_moe", "none", "dense"), mamba_n_groups=2,
                                           routed_expert_hidden_size=32, gated_ffn=False, hidden_act="relu2",
                                           rope_theta=None),
+    "mamba_hybrid": lambda: HybridConfig(num_hidden_layers=3, mixer_types=("mamba", "gqa", "mamba"),
+                                         ffn_types=("none", "dense", "dense"), mamba_ssm_norms="weighted"),
     "gated_deltanet_hybrid": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("gated_deltanet", "gqa"),
                                                   linear_num_key_heads=2, linear_num_value_heads=4),
     "mla_rope_absorbed": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("mla", "mla"), mla_use_nope=False,

@@ -63,7 +63,6 @@ KNOWN_WRONG = {
     "granite_swa": "card: Granite multipliers and per-layer rope theta not derived",
     "hyperclovax": "card: Peri-LN post norms (post_norm1/post_norm2) not bound as post_mixer/post_ffn",
     "lara_mini": "card: split Gated DeltaNet projections bound to the fused in_proj_qkvz/in_proj_ba roles",
-    "mamba2": "wrong logits for the pure Mamba-2 model; the missing field or nn difference is not isolated yet",
     "ministral3": "card: llama_4_scaling_beta (position-dependent query scaling) not described; nn lacks it",
 }
 KNOWN_TWIN_GAPS = {

@@ -21,6 +21,7 @@ from archprobe.nn.dynamic import HeadGate, Indexer
 from archprobe.nn.gated_deltanet import GatedDeltaNet
 from archprobe.nn.kda import KimiDeltaAttention
 from archprobe.nn.kv_compression import LowRankKVAttention
+from archprobe.nn.mamba import MambaMixer
 from archprobe.nn.mamba2 import Mamba2Mixer
 from archprobe.nn.mla import MultiHeadLatentAttention
 from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
@@ -29,7 +30,7 @@ from archprobe.nn.residual import RESIDUALS, AttnResState, PseudoQuery
 from archprobe.nn.rope import Rope
 
 MIXERS = ("kda", "gated_deltanet", "mla", "gqa", "swa", "lowrank_kv", "gqa_headgate", "gqa_indexer", "mamba2",
-          "none")
+          "none", "mamba")
 FFNS = ("dense", "moe", "latent_moe", "none")
 BLOCKS = ("pre", "post", "sandwich", "parallel", "parallel_shared")
 
@@ -99,6 +100,12 @@ class HybridConfig:
     mamba_n_groups: int = 1
     mamba_conv_kernel: int = 4
     time_step_min: float = 0.0
+    # Mamba-1 (state size: ssm_state_size, conv kernel: mamba_conv_kernel)
+    mamba_inner: int = 128
+    mamba_dt_rank: int = 4
+    mamba_proj_bias: bool = False
+    mamba_ssm_norms: str | None = None     # RMS norms on dt, B, C: "weighted" (Jamba) / "weightless" (FalconMamba)
+    mamba_ssm_norm_eps: float = 1e-6
     # FFN / MoE
     intermediate_size: int = 128
     hidden_act: str = "silu"
@@ -259,6 +266,10 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
     if kind == "mamba2":
         return Mamba2Mixer(H, cfg.mamba_num_heads, cfg.mamba_head_dim, cfg.ssm_state_size, cfg.mamba_n_groups,
                            cfg.mamba_conv_kernel, dt_min=cfg.time_step_min, norm_eps=cfg.rms_norm_eps)
+    if kind == "mamba":
+        return MambaMixer(H, cfg.mamba_inner, cfg.ssm_state_size, cfg.mamba_dt_rank, cfg.mamba_conv_kernel,
+                          proj_bias=cfg.mamba_proj_bias, ssm_norms=cfg.mamba_ssm_norms,
+                          ssm_norm_eps=cfg.mamba_ssm_norm_eps)
     heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
     if kind == "lowrank_kv":
         return LowRankKVAttention(H, heads, kvh, d, cfg.kv_compression_rank or d, cfg.rope_theta)

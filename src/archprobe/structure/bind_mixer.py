@@ -178,7 +178,7 @@ def _mamba1(pool, conv, a_grid, vecs, mats, writer, H) -> Bound:
     r = x_proj.shape[0] - 2 * N if x_proj is not None else None
     dt_proj = next((m for m in mats if m.shape == (C, r)), None) if r else None
     in_proj = next((m for m in mats if m.shape[1] == H and m.shape[0] in (C, 2 * C)), None)
-    mixer = Mixer("mamba", conv_dim=C, conv_kernel=conv.shape[-1], state_size=N, head_dim=C, num_heads=1)
+    mixer = Mixer("mamba", conv_dim=C, conv_kernel=conv.shape[-1], state_size=N, head_dim=C, num_heads=1, dt_rank=r)
     mixer.evidence = [ev(a_grid, f"A_log [{C}, {N}]: a diagonal state of {N} per channel (Mamba-1)"),
                       ev(conv, f"depthwise conv [{C}, 1, {conv.shape[-1]}]")]
     b = Bound(mixer)

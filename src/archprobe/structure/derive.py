@@ -252,10 +252,15 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
                      "config:use_rope")
             if alibi:
                 _set(card, f"{p}.mixer.alibi", True, "default")
+        if m.kind == "mamba":      # RMS norms on dt, B, C: weightless (FalconMamba's mixer_rms_eps) or stored (Jamba)
+            ssm_eps, se_where = cfg.first_float_at("mixer_rms_eps")
+            if ssm_eps is None and f"{p}.mixer.dt_norm" in card.tensors:
+                ssm_eps, se_where = cfg.first_float_at("rms_norm_eps", "layer_norm_epsilon", "norm_eps")
+            _set(card, f"{p}.mixer.ssm_norm_eps", ssm_eps, f"config:{se_where}")
         if m.kind == "kda" and gate_lb is not None:
             card.origins[f"{p}.mixer.gate_lower_bound"] = "config:gate_lower_bound"
         for name in ("num_heads", "num_kv_heads", "head_dim", "kv_lora_rank", "rope_dim", "cache_width_per_token",
-                     "conv_dim", "conv_kernel", "q_lora_rank"):
+                     "conv_dim", "conv_kernel", "q_lora_rank", "dt_rank"):
             if getattr(m, name) is not None:
                 card.origins.setdefault(f"{p}.mixer.{name}", "shape")
         if f.kind != "none" and act:

@@ -22,7 +22,7 @@ from archprobe.errors import ArchprobeError
 
 ATTENTION_KINDS = ("gqa", "mha", "mqa")
 LAYER_ROLE = re.compile(r"^layers\.(\d+)\.(mixer|ffn|norm|residual)\.(.+)$")
-BARE = ("sinks", "A_log", "D", "dt_bias")   # parameters stored without a `.weight` leaf
+BARE = ("sinks", "A_log", "D", "dt_bias", "dt_norm", "b_norm", "c_norm")   # parameters without a `.weight` leaf
 
 # role leaf -> archprobe.nn parameter path (under the layer's mixer / FFN module); `.weight` implied
 MIXER_PARAMS = {
@@ -38,6 +38,8 @@ MIXER_PARAMS = {
                        "A_log": "A_log", "dt_bias": "dt_bias", "norm": "norm", "out_proj": "out_proj"},
     "mamba2": {"in_proj": "in_proj", "out_proj": "out_proj", "conv1d": "conv1d", "A_log": "A_log", "D": "D",
                "dt_bias": "dt_bias", "norm": "norm"},
+    "mamba": {"in_proj": "in_proj", "conv1d": "conv1d", "x_proj": "x_proj", "dt_proj": "dt_proj", "A_log": "A_log",
+              "D": "D", "out_proj": "out_proj", "dt_norm": "dt_norm", "b_norm": "b_norm", "c_norm": "c_norm"},
 }
 FFN_PARAMS = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 NORM_MODULES = {"pre_mixer": "input_layernorm", "pre_ffn": "post_attention_layernorm",
@@ -162,7 +164,7 @@ def _yarn_mscale(card) -> float:
 def _mixer_kind(kind: str, path: str) -> str:
     if kind in ATTENTION_KINDS:
         return "gqa"
-    if kind in ("mla", "kda", "gated_deltanet", "mamba2", "none", "lowrank_kv"):
+    if kind in ("mla", "kda", "gated_deltanet", "mamba2", "none", "lowrank_kv", "mamba"):
         return kind
     if kind == "unknown":
         raise NeedsField(f"{path}.kind", "gqa, mla, kda, gated_deltanet, mamba2 or none")
@@ -244,6 +246,20 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
                    ssm_state_size=_need(m.state_size, f"{p}.mixer.state_size"),
                    mamba_n_groups=_need(m.n_groups, f"{p}.mixer.n_groups"),
                    mamba_conv_kernel=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"))
+    elif mk == "mamba":
+        weighted = has("mixer.dt_norm") or has("mixer.b_norm")
+        eps = m.ssm_norm_eps
+        if weighted:
+            eps = _need(eps, f"{p}.mixer.ssm_norm_eps", "eps of the stored RMS norms on dt, B and C")
+        out.update(mamba_inner=_need(m.conv_dim, f"{p}.mixer.conv_dim"),
+                   ssm_state_size=_need(m.state_size, f"{p}.mixer.state_size"),
+                   mamba_dt_rank=_need(m.dt_rank, f"{p}.mixer.dt_rank"),
+                   mamba_conv_kernel=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+                   mamba_proj_bias=has("mixer.in_proj.bias"),
+                   mamba_ssm_norms="weighted" if weighted else ("weightless" if eps is not None else None),
+                   mamba_ssm_norm_eps=eps if eps is not None else 1e-6)
+        if has("mixer.in_proj.bias") != has("mixer.out_proj.bias"):
+            raise Unsupported(f"{p}.mixer: a bias on only one of in_proj / out_proj")
     # FFN
     fk = f.kind
     if fk == "unknown":
