@@ -29,6 +29,8 @@ CONFIGS = {
                                           rope_theta=None),
     "mamba_hybrid": lambda: HybridConfig(num_hidden_layers=3, mixer_types=("mamba", "gqa", "mamba"),
                                          ffn_types=("none", "dense", "dense"), mamba_ssm_norms="weighted"),
+    "short_conv_hybrid": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("short_conv", "gqa"),
+                                              short_conv_kernel_size=3, short_conv_bias=True),
     "gated_deltanet_hybrid": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("gated_deltanet", "gqa"),
                                                   linear_num_key_heads=2, linear_num_value_heads=4),
     "mla_rope_absorbed": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("mla", "mla"), mla_use_nope=False,

@@ -28,9 +28,10 @@ from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
 from archprobe.nn.norm import NORMS, make_norm
 from archprobe.nn.residual import RESIDUALS, AttnResState, PseudoQuery
 from archprobe.nn.rope import Rope
+from archprobe.nn.short_conv import ShortConv
 
 MIXERS = ("kda", "gated_deltanet", "mla", "gqa", "swa", "lowrank_kv", "gqa_headgate", "gqa_indexer", "mamba2",
-          "none", "mamba")
+          "none", "mamba", "short_conv")
 FFNS = ("dense", "moe", "latent_moe", "none")
 BLOCKS = ("pre", "post", "sandwich", "parallel", "parallel_shared")
 
@@ -106,6 +107,8 @@ class HybridConfig:
     mamba_proj_bias: bool = False
     mamba_ssm_norms: str | None = None     # RMS norms on dt, B, C: "weighted" (Jamba) / "weightless" (FalconMamba)
     mamba_ssm_norm_eps: float = 1e-6
+    # LFM2's gated short convolution (kernel: short_conv_kernel_size)
+    short_conv_bias: bool = False
     # FFN / MoE
     intermediate_size: int = 128
     hidden_act: str = "silu"
@@ -270,6 +273,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
         return MambaMixer(H, cfg.mamba_inner, cfg.ssm_state_size, cfg.mamba_dt_rank, cfg.mamba_conv_kernel,
                           proj_bias=cfg.mamba_proj_bias, ssm_norms=cfg.mamba_ssm_norms,
                           ssm_norm_eps=cfg.mamba_ssm_norm_eps)
+    if kind == "short_conv":
+        return ShortConv(H, cfg.short_conv_kernel_size, cfg.short_conv_bias)
     heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
     if kind == "lowrank_kv":
         return LowRankKVAttention(H, heads, kvh, d, cfg.kv_compression_rank or d, cfg.rope_theta)

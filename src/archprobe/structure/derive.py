@@ -220,6 +220,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         _set(card, "embed.pos_kind", "rope", "config:rope_theta")
     act, act_where = cfg.first_str_at("hidden_act", "hidden_activation", "activation_function", "mlp_hidden_act",
                                       "ffn_act_fn", "activation")
+    if act is None and cfg.default("activation"):
+        act, act_where = cfg.default("activation"), None
     top_k, k_where = cfg.first_int_at("num_experts_per_tok", "num_experts_per_token", "experts_per_token", "moe_top_k",
                                       "moe_topk", "top_k",
                                       "moe_k",
@@ -265,7 +267,7 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
                 card.origins.setdefault(f"{p}.mixer.{name}", "shape")
         if f.kind != "none" and act:
             a = act.lower()
-            _set(card, f"{p}.ffn.activation", a, f"config:{act_where}")
+            _set(card, f"{p}.ffn.activation", a, f"config:{act_where}" if act_where else "default")
         if f.kind in ("moe", "latent_moe"):
             _set(card, f"{p}.ffn.top_k", top_k, f"config:{k_where}")
             if scoring:

@@ -48,6 +48,9 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "kimi_linear": {"scoring": "sigmoid", "source": "transformers/models/kimi_linear/modeling_kimi_linear.py"},
     "nemotron_h": {"scoring": "sigmoid", "source": "transformers/models/nemotron_h/modeling_nemotron_h.py"},
     "minimax": {"scoring": "softmax", "source": "transformers/models/minimax/modeling_minimax.py"},
+    "lfm2": {"activation": "silu", "source": "transformers/models/lfm2/modeling_lfm2.py (Lfm2MLP F.silu)"},
+    "lfm2_moe": {"activation": "silu", "source": "transformers/models/lfm2_moe/modeling_lfm2_moe.py (F.silu)"},
+    "lfm3": {"activation": "silu", "source": "transformers/models/lfm3/modeling_lfm3.py (F.silu)"},
     "opt": {"post_norm_key": "do_layer_norm_before", "source": "transformers/models/opt/modeling_opt.py"},
 }
 

@@ -40,6 +40,7 @@ MIXER_PARAMS = {
                "dt_bias": "dt_bias", "norm": "norm"},
     "mamba": {"in_proj": "in_proj", "conv1d": "conv1d", "x_proj": "x_proj", "dt_proj": "dt_proj", "A_log": "A_log",
               "D": "D", "out_proj": "out_proj", "dt_norm": "dt_norm", "b_norm": "b_norm", "c_norm": "c_norm"},
+    "short_conv": {"in_proj": "in_proj", "conv1d": "conv1d", "out_proj": "out_proj"},
 }
 FFN_PARAMS = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 NORM_MODULES = {"pre_mixer": "input_layernorm", "pre_ffn": "post_attention_layernorm",
@@ -164,7 +165,7 @@ def _yarn_mscale(card) -> float:
 def _mixer_kind(kind: str, path: str) -> str:
     if kind in ATTENTION_KINDS:
         return "gqa"
-    if kind in ("mla", "kda", "gated_deltanet", "mamba2", "none", "lowrank_kv", "mamba"):
+    if kind in ("mla", "kda", "gated_deltanet", "mamba2", "none", "lowrank_kv", "mamba", "short_conv"):
         return kind
     if kind == "unknown":
         raise NeedsField(f"{path}.kind", "gqa, mla, kda, gated_deltanet, mamba2 or none")
@@ -260,6 +261,11 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
                    mamba_ssm_norm_eps=eps if eps is not None else 1e-6)
         if has("mixer.in_proj.bias") != has("mixer.out_proj.bias"):
             raise Unsupported(f"{p}.mixer: a bias on only one of in_proj / out_proj")
+    elif mk == "short_conv":
+        biases = {has(f"mixer.{r}.bias") for r in ("in_proj", "conv1d", "out_proj")}
+        if len(biases) > 1:
+            raise Unsupported(f"{p}.mixer: biases on some of in_proj / conv1d / out_proj only")
+        out.update(short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"), short_conv_bias=biases.pop())
     # FFN
     fk = f.kind
     if fk == "unknown":
