@@ -33,6 +33,9 @@ CONFIGS = {
                                               short_conv_kernel_size=3, short_conv_bias=True),
     "gated_deltanet_hybrid": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("gated_deltanet", "gqa"),
                                                   linear_num_key_heads=2, linear_num_value_heads=4),
+    "gated_deltanet_split": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("gated_deltanet", "gqa"),
+                                                 linear_num_key_heads=2, linear_num_value_heads=4, gdn_layout="split",
+                                                 gdn_beta_scale=2.0),
     "mla_rope_absorbed": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("mla", "mla"), mla_use_nope=False,
                                               q_lora_rank=24, mla_form="absorbed"),
 }

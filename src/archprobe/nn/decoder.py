@@ -94,6 +94,9 @@ class HybridConfig:
     linear_num_value_heads: int = 4
     linear_key_head_dim: int = 16
     linear_value_head_dim: int = 16
+    gdn_layout: str = "grouped"          # "split": separate in_proj_qkv / z / b / a (Qwen3.5, OLMo-hybrid)
+    gdn_beta_scale: float = 1.0          # 2: OLMo-hybrid's allow_neg_eigval
+    gdn_norm_eps: float | None = None    # the output norm's eps when not rms_norm_eps
     # Mamba-2
     mamba_num_heads: int = 4
     mamba_head_dim: int = 16
@@ -256,8 +259,9 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                                   a_log_len=cfg.a_log_len, norm_eps=cfg.rms_norm_eps, chunk_size=cfg.kda_chunk_size)
     if kind == "gated_deltanet":
         return GatedDeltaNet(H, cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
-                             cfg.linear_value_head_dim, cfg.short_conv_kernel_size, cfg.rms_norm_eps,
-                             cfg.kda_chunk_size)
+                             cfg.linear_value_head_dim, cfg.short_conv_kernel_size,
+                             cfg.gdn_norm_eps if cfg.gdn_norm_eps is not None else cfg.rms_norm_eps,
+                             cfg.kda_chunk_size, layout=cfg.gdn_layout, beta_scale=cfg.gdn_beta_scale)
     if kind == "mla":
         return MultiHeadLatentAttention(H, cfg.num_attention_heads, kv_lora_rank=cfg.kv_lora_rank,
                                         q_lora_rank=cfg.q_lora_rank, nope_dim=cfg.qk_nope_head_dim,

@@ -130,8 +130,7 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
         mixer.evidence = [ev(dt, f"per-head decay vectors ({nv}): a scalar decay per head (gated delta rule)"),
                           ev(conv, f"depthwise conv [{C}, 1, {K}]")]
         b.part = mixer
-        names = ["in_proj_qkvz", "in_proj_ba"] + [f"in_proj_{i}" for i in range(2, len(readers))]
-        _bind(b, pool, [*zip(names, readers, strict=False), ("conv1d", conv), ("norm", norm), ("out_proj", writer)])
+        _bind(b, pool, [*_gdn_readers(readers, C, nv, vd), ("conv1d", conv), ("norm", norm), ("out_proj", writer)])
     elif C == H:
         reader = next((m for m in mats if m.shape == (3 * H, H)), None)
         if reader is None:
@@ -145,6 +144,24 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
     b.part.confidence = 0.85
     b.leftover = pool
     return b
+
+
+def _gdn_readers(readers: list[Module], C: int, nv: int, vd: int | None) -> list[tuple[str, Module]]:
+    """Gated DeltaNet's input projections by their widths (C = the conv's q|k|v width, nv value heads of vd):
+    Qwen3-Next's grouped `in_proj_qkvz` [C + nv vd] and `in_proj_ba` [2 nv]; Qwen3.5's separate
+    `in_proj_qkv` [C], `in_proj_z` [nv vd], `in_proj_b` / `in_proj_a` [nv] (names order b and a); or all of
+    them in one block-ordered `in_proj` [C + nv vd + 2 nv] (rows q | k | v | z | b | a, Lara)."""
+    z = nv * vd if vd else -1
+    width = {C + z: "in_proj_qkvz", 2 * nv: "in_proj_ba", C: "in_proj_qkv", z: "in_proj_z", C + z + 2 * nv: "in_proj"}
+    out: list[tuple[str, Module]] = []
+    for m in readers:           # one module per role; a second of the same width stays unexplained
+        role = width.get(m.shape[0]) if m.shape[0] != nv else None
+        if role is not None and role not in {r for r, _ in out}:
+            out.append((role, m))
+    heads = _by_words([m for m in readers if m.shape[0] == nv], {"b", "in_proj_b", "b_proj"},
+                      {"a", "in_proj_a", "a_proj"})
+    out += list(zip(("in_proj_b", "in_proj_a"), heads, strict=False))
+    return out
 
 
 def _rg_lru(pool, conv, blocks, vecs, mats, writer, H) -> Bound:

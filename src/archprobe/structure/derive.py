@@ -259,6 +259,10 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             if ssm_eps is None and f"{p}.mixer.dt_norm" in card.tensors:
                 ssm_eps, se_where = cfg.first_float_at("rms_norm_eps", "layer_norm_epsilon", "norm_eps")
             _set(card, f"{p}.mixer.ssm_norm_eps", ssm_eps, f"config:{se_where}")
+        if m.kind == "gated_deltanet":
+            if cfg.get("linear_allow_neg_eigval") is True:      # OLMo-hybrid: beta = 2 sigmoid(b)
+                _set(card, f"{p}.mixer.beta_scale", 2.0, "config:linear_allow_neg_eigval")
+            _set(card, f"{p}.mixer.norm_eps", cfg.default("linear_norm_eps"), "default")
         if m.kind == "kda" and gate_lb is not None:
             card.origins[f"{p}.mixer.gate_lower_bound"] = "config:gate_lower_bound"
         for name in ("num_heads", "num_kv_heads", "head_dim", "kv_lora_rank", "rope_dim", "cache_width_per_token",

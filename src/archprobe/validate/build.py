@@ -35,13 +35,18 @@ MIXER_PARAMS = {
             "v_conv": "v_conv1d", "f_a": "f_a_proj", "f_b": "f_b_proj", "g_a": "g_a_proj", "g_b": "g_b_proj",
             "g": "g_proj", "b": "b_proj", "A_log": "A_log", "dt_bias": "dt_bias", "o_norm": "o_norm"},
     "gated_deltanet": {"in_proj_qkvz": "in_proj_qkvz", "in_proj_ba": "in_proj_ba", "conv1d": "conv1d",
-                       "A_log": "A_log", "dt_bias": "dt_bias", "norm": "norm", "out_proj": "out_proj"},
+                       "A_log": "A_log", "dt_bias": "dt_bias", "norm": "norm", "out_proj": "out_proj",
+                       "in_proj_qkv": "in_proj_qkv", "in_proj_z": "in_proj_z", "in_proj_b": "in_proj_b",
+                       "in_proj_a": "in_proj_a", "g": "in_proj_z", "a": "in_proj_a", "b": "in_proj_b",
+                       "o_norm": "norm", "o": "out_proj"},
     "mamba2": {"in_proj": "in_proj", "out_proj": "out_proj", "conv1d": "conv1d", "A_log": "A_log", "D": "D",
                "dt_bias": "dt_bias", "norm": "norm"},
     "mamba": {"in_proj": "in_proj", "conv1d": "conv1d", "x_proj": "x_proj", "dt_proj": "dt_proj", "A_log": "A_log",
               "D": "D", "out_proj": "out_proj", "dt_norm": "dt_norm", "b_norm": "b_norm", "c_norm": "c_norm"},
     "short_conv": {"in_proj": "in_proj", "conv1d": "conv1d", "out_proj": "out_proj"},
 }
+# Gated DeltaNet roles stored apart (q/k/v and their convs) or all in one (`in_proj`): joined or split at load
+GDN_SOURCES = ("q", "k", "v", "q_conv", "k_conv", "v_conv", "in_proj")
 FFN_PARAMS = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 NORM_MODULES = {"pre_mixer": "input_layernorm", "pre_ffn": "post_attention_layernorm",
                 "post_mixer": "post_mixer_norm", "post_ffn": "post_ffn_norm"}
@@ -240,7 +245,11 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
             raise Unsupported(f"{p}.mixer: conv_dim {conv} does not split into key heads of {dk} and "
                               f"{hv} value heads of {dv}")
         out.update(linear_num_key_heads=hk, linear_num_value_heads=hv, linear_key_head_dim=dk,
-                   linear_value_head_dim=dv, short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"))
+                   linear_value_head_dim=dv, short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+                   gdn_layout="grouped" if has("mixer.in_proj_qkvz") else "split",
+                   gdn_beta_scale=m.beta_scale if m.beta_scale is not None else 1.0, gdn_norm_eps=m.norm_eps)
+        if any(has(f"mixer.{r}.bias") for r in GDN_SOURCES + ("in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b")):
+            raise Unsupported(f"{p}.mixer: biases on the Gated DeltaNet projections or convs")
     elif mk == "mamba2":
         out.update(mamba_num_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
                    mamba_head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
@@ -488,6 +497,8 @@ def _layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
         table = MIXER_PARAMS["attention" if kind in ("gqa", "swa") else kind] if kind != "none" else {}
         if stem in ("qkv",):
             return f"src:self_attn.qkv{suffix}"
+        if kind == "gated_deltanet" and stem in GDN_SOURCES and not bias:
+            return f"src:self_attn.gdn_{stem}.weight"
         if stem not in table:
             return None
         name = "self_attn." + table[stem]
@@ -539,6 +550,7 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
             src = "src:T:" + target
             part.names[src] = part.names.pop(target)
             part.derived.append(Derived(target, (src,), lambda t: t.t().contiguous()))
+    _gdn_sources(part, cfg)
     for src in [t for t in part.names if t.startswith("src:") and not t.startswith("src:T:")]:
         body = src[4:]
         bias = body.endswith(".bias")
@@ -581,6 +593,30 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
             part.derived.append(Derived(f"{owner}.up_proj{leaf}", (src,), lambda t, f=halves: f(t, False)))
         elif "stacked_" in body:
             _stacked(part, src, body, flay)
+
+
+def _gdn_sources(part: Part, cfg) -> None:
+    """Gated DeltaNet's split layout from separate q/k/v projections and convs (concatenated in that order:
+    the conv runs over q | k | v) or from one block-ordered `in_proj` (rows q | k | v | z | b | a)."""
+    import torch
+
+    src = {k[len("src:self_attn.gdn_"):-len(".weight")]: k for k in part.names if k.startswith("src:self_attn.gdn_")}
+    if not src:
+        return
+    for target, parts in (("in_proj_qkv", ("q", "k", "v")), ("conv1d", ("q_conv", "k_conv", "v_conv"))):
+        if any(p in src for p in parts):
+            if not all(p in src for p in parts):
+                raise Unsupported(f"Gated DeltaNet: {', '.join(p for p in parts if p not in src)} missing beside "
+                                  f"{', '.join(p for p in parts if p in src)}")
+            part.derived.append(Derived(f"self_attn.{target}.weight", tuple(src[p] for p in parts),
+                                        lambda *t: torch.cat(t, dim=0).contiguous()))
+    if "in_proj" in src:
+        nk, nv, dk, dv = cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim, \
+            cfg.linear_value_head_dim
+        sizes = [2 * nk * dk + nv * dv, nv * dv, nv, nv]
+        for i, name in enumerate(("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")):
+            part.derived.append(Derived(f"self_attn.{name}.weight", (src["in_proj"],),
+                                        lambda t, i=i: torch.split(t, sizes, dim=0)[i].contiguous()))
 
 
 def _stacked(part: Part, src: str, body: str, flay: dict) -> None:
