@@ -36,6 +36,8 @@ CONFIGS = {
     "gated_deltanet_split": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("gated_deltanet", "gqa"),
                                                  linear_num_key_heads=2, linear_num_value_heads=4, gdn_layout="split",
                                                  gdn_beta_scale=2.0),
+    "differential": lambda: HybridConfig(num_hidden_layers=2, num_key_value_heads=2, attn_differential=0.5,
+                                         layer_overrides={1: {"attn_differential": 0.62}}),
     "mla_rope_absorbed": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("mla", "mla"), mla_use_nope=False,
                                               q_lora_rank=24, mla_form="absorbed"),
 }

@@ -149,6 +149,7 @@ class HybridConfig:
     attn_scale: float | None = None    # softmax scale; None: head_dim ** -0.5
     attn_softcap: float | None = None
     attn_sinks: bool = False
+    attn_differential: float | None = None   # differential attention: this layer's lambda_init (DiffLlama)
     alibi: bool = False
     mlp_bias: bool = False
     residual_multiplier: float = 1.0   # Granite: x + m * f(x)
@@ -292,7 +293,7 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          rotary_dim=int(d * cfg.partial_rotary_factor), norm_style=cfg.norm_style, rope=cfg.rope,
                          qkv_bias=cfg.attention_bias, o_bias=cfg.attention_out_bias, scale=cfg.attn_scale,
                          softcap=cfg.attn_softcap, sinks=cfg.attn_sinks, alibi=cfg.alibi,
-                         qk_norm_after_rope=cfg.qk_norm_after_rope)
+                         qk_norm_after_rope=cfg.qk_norm_after_rope, differential=cfg.attn_differential)
     return None
 
 

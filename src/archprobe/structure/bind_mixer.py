@@ -13,6 +13,8 @@ Names break ties only between same-shaped tensors (q vs k vs v, A_log vs D vs dt
 
 from __future__ import annotations
 
+import re
+
 from archprobe.structure.bind_ffn import Bound, ev
 from archprobe.structure.card import Mixer
 from archprobe.structure.modules import Module, words
@@ -525,7 +527,11 @@ def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = N
     norms = [v for v in vecs if v.shape[0] in {x for x in (hd, (nh or 0) * (hd or 0), (kvh or 0) * (hd or 0)) if x}]
     if len(norms) == 4 and all(v.shape == (hd,) for v in norms) and all(v.bias is None for v in norms):
         # differential attention: lambda_q1, lambda_k1, lambda_q2, lambda_k2 re-weight two softmax maps
-        roles += [(f"lambda.{v.leaf}", v) for v in sorted(norms, key=lambda v: v.path)]
+        # (the pair a vector belongs to changes lambda's sign, so only its name can say: `q1`, `k2`, ...; a name
+        # that does not say keeps its leaf as role, which validate refuses rather than guess)
+        for v in sorted(norms, key=lambda v: v.path):
+            tag = re.search(r"([qk])_?([12])$", v.leaf)
+            roles.append((f"lambda_{tag.group(1)}{tag.group(2)}" if tag else f"lambda.{v.leaf}", v))
         mixer.layout["differential"] = True
         norms = []
     if len(norms) >= 2:

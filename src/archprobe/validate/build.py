@@ -22,12 +22,14 @@ from archprobe.errors import ArchprobeError
 
 ATTENTION_KINDS = ("gqa", "mha", "mqa")
 LAYER_ROLE = re.compile(r"^layers\.(\d+)\.(mixer|ffn|norm|residual)\.(.+)$")
-BARE = ("sinks", "A_log", "D", "dt_bias", "dt_norm", "b_norm", "c_norm")   # parameters without a `.weight` leaf
+BARE = ("sinks", "A_log", "D", "dt_bias", "dt_norm", "b_norm", "c_norm", "lambda_q1", "lambda_k1", "lambda_q2",
+        "lambda_k2")   # parameters without a `.weight` leaf
 
 # role leaf -> archprobe.nn parameter path (under the layer's mixer / FFN module); `.weight` implied
 MIXER_PARAMS = {
     "attention": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_norm": "q_norm",
-                  "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj"},
+                  "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj",
+                  **{f"lambda_{x}": f"lambda_{x}" for x in ("q1", "k1", "q2", "k2")}},
     "mla": {"q": "q_proj", "q_a": "q_a_proj", "q_a_norm": "q_a_layernorm", "q_b": "q_b_proj",
             "kv_a": "kv_a_proj_with_mqa", "kv_a_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "o": "o_proj",
             "g": "g_proj"},
@@ -203,6 +205,8 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["qk_norm"] = qk[m.qk_norm]
         out["attn_softcap"] = m.logit_soft_cap
         out["attn_sinks"] = bool(m.sinks) or has("mixer.sinks")
+        if (m.layout or {}).get("differential"):   # lambda_init per layer depth (arXiv:2410.05258, DiffLlama)
+            out["attn_differential"] = 0.8 - 0.6 * math.exp(-0.3 * i)
         out["alibi"] = bool(m.alibi)
         gate = m.output_gate
         if gate not in (None, "sigmoid_g_proj", "fused_in_q_proj"):
