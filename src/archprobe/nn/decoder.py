@@ -70,6 +70,8 @@ class HybridConfig:
     index_n_heads: int = 2
     index_head_dim: int = 16
     index_topk: int = 8
+    mla_indexer: bool = False            # DSA on MLA: the indexer reads the q-LoRA latent (DeepSeek-V3.2, GLM-5)
+    index_rope_interleaved: bool = False
     # MLA
     q_lora_rank: int | None = None
     kv_lora_rank: int = 16
@@ -264,13 +266,18 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                              cfg.gdn_norm_eps if cfg.gdn_norm_eps is not None else cfg.rms_norm_eps,
                              cfg.kda_chunk_size, layout=cfg.gdn_layout, beta_scale=cfg.gdn_beta_scale)
     if kind == "mla":
+        indexer = None
+        if cfg.mla_indexer:
+            rope = cfg.rope if cfg.rope is not None else Rope(cfg.rope_theta, cfg.qk_rope_head_dim)
+            indexer = Indexer(H, cfg.index_n_heads, cfg.index_head_dim, cfg.index_topk, query_dim=cfg.q_lora_rank,
+                              rope=replace(rope, interleaved=cfg.index_rope_interleaved), eps=1e-6, tie_break="topk")
         return MultiHeadLatentAttention(H, cfg.num_attention_heads, kv_lora_rank=cfg.kv_lora_rank,
                                         q_lora_rank=cfg.q_lora_rank, nope_dim=cfg.qk_nope_head_dim,
                                         rope_dim=cfg.qk_rope_head_dim, v_dim=cfg.v_head_dim,
                                         rope_theta=None if cfg.mla_use_nope else cfg.rope_theta,
                                         rope_interleaved=cfg.rope_interleave, output_gate=cfg.mla_use_output_gate,
                                         form=cfg.mla_form, softmax_scale=cfg.attn_scale,
-                                        rope=None if cfg.mla_use_nope else cfg.rope)
+                                        rope=None if cfg.mla_use_nope else cfg.rope, indexer=indexer)
     if kind == "mamba2":
         return Mamba2Mixer(H, cfg.mamba_num_heads, cfg.mamba_head_dim, cfg.ssm_state_size, cfg.mamba_n_groups,
                            cfg.mamba_conv_kernel, dt_min=cfg.time_step_min, norm_eps=cfg.rms_norm_eps)

@@ -584,14 +584,20 @@ def _gates_and_indexer(b: Bound, pool: list[Module], H: int, nh: int | None, o: 
         mixer.layout["head_gate"] = list(hg.shape)
     idx = [m for m in pool if "indexer" in words(m.path)]
     if idx:
+        # DSA: a key norm [d] (+ bias), the key projection [d, H] beside it, per-head weights [heads, H], and the
+        # query projection [heads * d, latent] that reads something narrower than H (the q-LoRA latent)
         mixer.indexer = {"index_topk": None, "index_heads": None, "index_dim": None}
-        for m in idx:
-            leaf = m.path.split("indexer.", 1)[-1]
-            b.roles[f"indexer.{leaf}"] = _take(pool, m)
-            if "weights_proj" in leaf and len(m.shape) == 2:
-                mixer.indexer["index_heads"] = m.shape[0]
-            if leaf in ("wk", "k_proj") and len(m.shape) == 2:
-                mixer.indexer["index_dim"] = m.shape[0]
+        norm = next((m for m in idx if len(m.shape) == 1), None)
+        d = norm.shape[0] if norm is not None else None
+        wk = next((m for m in idx if d and m.shape == (d, H)), None)
+        wts = next((m for m in idx if len(m.shape) == 2 and m.shape[1] == H and m is not wk), None)
+        wq = next((m for m in idx if len(m.shape) == 2 and m.shape[1] != H), None)
+        if wts is not None and wq is not None and d and wq.shape[0] == wts.shape[0] * d:
+            mixer.indexer.update(index_heads=wts.shape[0], index_dim=d)
+            for role, m in (("wq_b", wq), ("wk", wk), ("k_norm", norm), ("weights_proj", wts)):
+                b.roles[f"indexer.{role}"] = _take(pool, m)
+        for m in [m for m in idx if m in pool]:      # a layout the shapes do not explain keeps its leaf
+            b.roles[f"indexer.{m.path.split('indexer.', 1)[-1]}"] = _take(pool, m)
 
 
 def has_mixer_signature(mods: list[Module], H: int) -> bool:

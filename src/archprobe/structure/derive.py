@@ -200,6 +200,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         card.rope.scaling = {k: v for k, v in scaling.items() if isinstance(v, (int, float, str, bool))}
     if isinstance(cfg.get("rope_interleave"), bool):
         _set(card, "rope.interleaved", cfg.get("rope_interleave"), "config:rope_interleave")
+    elif cfg.default("rope_interleaved") is not None:      # hard-coded in the family's attention
+        _set(card, "rope.interleaved", cfg.default("rope_interleaved"), "default")
     prf, where = cfg.first_float_at("partial_rotary_factor", "rotary_pct")
     _set(card, "rope.partial_rotary_factor", prf, f"config:{where}")
     eps = cfg.first_float("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps", "layernorm_epsilon")
@@ -259,6 +261,12 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             if ssm_eps is None and f"{p}.mixer.dt_norm" in card.tensors:
                 ssm_eps, se_where = cfg.first_float_at("rms_norm_eps", "layer_norm_epsilon", "norm_eps")
             _set(card, f"{p}.mixer.ssm_norm_eps", ssm_eps, f"config:{se_where}")
+        if m.indexer is not None:     # DSA: keys per query (index_topk), a layer reusing the previous top-k
+            _set(card, f"{p}.mixer.indexer.index_topk", cfg.first_int("index_topk"), "config:index_topk")
+            itypes = cfg.get("indexer_types")
+            if isinstance(itypes, list) and len(itypes) == len(card.layers) and itypes[i] == "shared":
+                _set(card, f"{p}.mixer.indexer.shared", True, "config:indexer_types")
+            _set(card, f"{p}.mixer.indexer.rope_interleaved", cfg.default("indexer_rope_interleaved"), "default")
         if m.kind == "gated_deltanet":
             if cfg.get("linear_allow_neg_eigval") is True:      # OLMo-hybrid: beta = 2 sigmoid(b)
                 _set(card, f"{p}.mixer.beta_scale", 2.0, "config:linear_allow_neg_eigval")

@@ -54,6 +54,12 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                                                  "1 + weight)"},
     "qwen3_5_moe_text": {"norm_offset": True, "source": "transformers/models/qwen3_5_moe/modeling_qwen3_5_moe.py "
                                                      "(Qwen3_5MoeRMSNorm 1 + weight)"},
+    "deepseek_v32": {"indexer_rope_interleaved": False, "rope_interleaved": True,
+                     "source": "transformers/models/deepseek_v32/modeling_deepseek_v32.py (MLA: "
+                               "apply_rotary_pos_emb_interleave; the indexer: half-split apply_rotary_pos_emb)"},
+    "glm_moe_dsa": {"indexer_rope_interleaved": True, "rope_interleaved": True,
+                    "source": "transformers/models/glm_moe_dsa/modeling_glm_moe_dsa.py (apply_rotary_pos_emb_"
+                              "interleave in the MLA and in GlmMoeDsaIndexer)"},
     "kimi_linear": {"scoring": "sigmoid", "source": "transformers/models/kimi_linear/modeling_kimi_linear.py"},
     "nemotron_h": {"scoring": "sigmoid", "source": "transformers/models/nemotron_h/modeling_nemotron_h.py"},
     "minimax": {"scoring": "softmax", "source": "transformers/models/minimax/modeling_minimax.py"},

@@ -32,7 +32,7 @@ MIXER_PARAMS = {
                   **{f"lambda_{x}": f"lambda_{x}" for x in ("q1", "k1", "q2", "k2")}},
     "mla": {"q": "q_proj", "q_a": "q_a_proj", "q_a_norm": "q_a_layernorm", "q_b": "q_b_proj",
             "kv_a": "kv_a_proj_with_mqa", "kv_a_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "o": "o_proj",
-            "g": "g_proj"},
+            "g": "g_proj", **{f"indexer.{n}": f"indexer.{n}" for n in ("wq_b", "wk", "k_norm", "weights_proj")}},
     "kda": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_conv": "q_conv1d", "k_conv": "k_conv1d",
             "v_conv": "v_conv1d", "f_a": "f_a_proj", "f_b": "f_b_proj", "g_a": "g_a_proj", "g_b": "g_b_proj",
             "g": "g_proj", "b": "b_proj", "A_log": "A_log", "dt_bias": "dt_bias", "o_norm": "o_norm"},
@@ -232,6 +232,17 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
             out.update(mla_use_nope=False, rope=_rope(card, None, rope_dim))
         scale = getattr(m, "scale", None)
         out["attn_scale"] = scale if scale is not None else (nope + rope_dim) ** -0.5 * _yarn_mscale(card)
+        if m.indexer is not None:      # DSA: each query reads only its top-k keys by the indexer's scores
+            ix, ip = m.indexer, f"{p}.mixer.indexer"
+            if ix.get("shared"):
+                raise Unsupported(f"{ip}.shared: a layer reusing the previous layer's top-k selection")
+            if not m.q_lora_rank or m.rope is False:
+                raise Unsupported(f"{ip}: an indexer without the q-LoRA latent or without rope")
+            out.update(mla_indexer=True, index_topk=_need(ix.get("index_topk"), f"{ip}.index_topk"),
+                       index_n_heads=_need(ix.get("index_heads"), f"{ip}.index_heads"),
+                       index_head_dim=_need(ix.get("index_dim"), f"{ip}.index_dim"),
+                       index_rope_interleaved=_need(ix.get("rope_interleaved"), f"{ip}.rope_interleaved",
+                                                    "true: neighbour pairs, false: halves"))
     elif mk == "kda":
         out.update(linear_num_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
                    linear_head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
