@@ -175,7 +175,7 @@ def _norms_and_residual(out: Layer, loose: list[Module], H: int, cfg, roles: dic
         out.residual = Residual("attnres", block_size=cfg.first_int("attn_res_block_size"))
     other += queries
     # norms
-    layer_norm = _norm_kind(cfg, out.mixer.kind)
+    layer_norm = _norm_kind(cfg)
     placements = _placements(vecs, cfg, out)
     for place, m in placements.items():
         roles[f"norm.{place}"] = m
@@ -208,16 +208,8 @@ def common_prefix_len(a: str, b: str) -> int:
     return n
 
 
-SSM_MIXERS = ("mamba", "mamba2")
-
-
-def _norm_kind(cfg, mixer_kind: str | None = None) -> str:
-    """A bias-free norm's kind: `rms_norm_eps` / `rms_norm` / norm_type say RMS; the Mamba lineage
-    (mamba, falcon_mamba, mamba2, ...) names its eps `layer_norm_epsilon` but its norms are RMSNorms
-    (MambaRMSNorm, Mamba2RMSNorm in transformers), so a layer whose mixer is an SSM is RMS too."""
+def _norm_kind(cfg) -> str:
     if cfg.get("rms_norm_eps") is not None or "rms" in str(cfg.get("norm_type", "")).lower():
-        return "rms"
-    if cfg.get("rms_norm") is True or mixer_kind in SSM_MIXERS:
         return "rms"
     if any(cfg.get(k) is not None for k in ("layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon")):
         return "layer"

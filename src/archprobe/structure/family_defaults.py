@@ -52,8 +52,6 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                                                       "(o_norm = OlmoHybridRMSNormGated(head_v_dim, eps=1e-5))"},
     "qwen3_5_text": {"norm_offset": True, "source": "transformers/models/qwen3_5/modeling_qwen3_5.py (Qwen3_5RMSNorm "
                                                  "1 + weight)"},
-    "qwen3_5_moe_text": {"norm_offset": True, "source": "transformers/models/qwen3_5_moe/modeling_qwen3_5_moe.py "
-                                                     "(Qwen3_5MoeRMSNorm 1 + weight)"},
     "deepseek_v32": {"indexer_rope_interleaved": False, "rope_interleaved": True,
                      "source": "transformers/models/deepseek_v32/modeling_deepseek_v32.py (MLA: "
                                "apply_rotary_pos_emb_interleave; the indexer: half-split apply_rotary_pos_emb)"},
