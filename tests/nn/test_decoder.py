@@ -27,8 +27,19 @@ CONFIGS = {
                                           ffn_types=("none", "latent_moe", "none", "dense"), mamba_n_groups=2,
                                           routed_expert_hidden_size=32, gated_ffn=False, hidden_act="relu2",
                                           rope_theta=None),
+    "mamba_hybrid": lambda: HybridConfig(num_hidden_layers=3, mixer_types=("mamba", "gqa", "mamba"),
+                                         ffn_types=("none", "dense", "dense"), mamba_ssm_norms="weighted"),
+    "short_conv_hybrid": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("short_conv", "gqa"),
+                                              short_conv_kernel_size=3, short_conv_bias=True),
     "gated_deltanet_hybrid": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("gated_deltanet", "gqa"),
                                                   linear_num_key_heads=2, linear_num_value_heads=4),
+    "gated_deltanet_split": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("gated_deltanet", "gqa"),
+                                                 linear_num_key_heads=2, linear_num_value_heads=4, gdn_layout="split",
+                                                 gdn_beta_scale=2.0),
+    "differential": lambda: HybridConfig(num_hidden_layers=2, num_key_value_heads=2, attn_differential=0.5,
+                                         layer_overrides={1: {"attn_differential": 0.62}}),
+    "mla_dsa_indexer": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("mla", "mla"), mla_use_nope=False,
+                                            q_lora_rank=24, mla_indexer=True, index_topk=5),
     "mla_rope_absorbed": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("mla", "mla"), mla_use_nope=False,
                                               q_lora_rank=24, mla_form="absorbed"),
 }
@@ -107,3 +118,23 @@ def test_config_from_k3_config_json():
 def test_invalid_config_names_the_field(field, value, message):
     with pytest.raises(ValueError, match=message):
         HybridConfig(num_hidden_layers=2, **{field: value})
+
+
+def test_the_mla_indexer_limits_each_query_to_its_top_k_keys():
+    """With index_topk >= the sequence every key is kept (the dense MLA); below it the logits change."""
+    torch.manual_seed(0)
+    ids = torch.randint(0, 256, (1, 12))
+    kw = dict(num_hidden_layers=2, mixer_types=("mla", "mla"), mla_use_nope=False, q_lora_rank=24)
+    dense = HybridDecoder(HybridConfig(**kw)).eval()
+    state = dense.state_dict()
+    outs = {}
+    for topk in (12, 4):
+        model = HybridDecoder(HybridConfig(**kw, mla_indexer=True, index_topk=topk)).eval()
+        missing = model.load_state_dict(state, strict=False).missing_keys
+        assert missing and all(".indexer." in k for k in missing)
+        with torch.no_grad():
+            outs[topk] = model(ids)
+    with torch.no_grad():
+        ref = dense(ids)
+    assert_close("same_algorithm", ref, outs[12], name="topk >= T")
+    assert (ref - outs[4]).abs().max() > 1e-3

@@ -74,3 +74,17 @@ def test_mtp_layer_is_set_aside_by_its_shapes(tmp_path):
     assert doc["architecture"]["num_layers"] == L
     assert "mtp" in {f["id"] for f in doc["features"]} and doc["unrecognized"] == []
     assert not any("config says" in w for w in doc["warnings"])
+
+
+@pytest.mark.parametrize("extra,pos_kind", [
+    ({}, None),                                                               # hand-written: says nothing
+    ({"transformers_version": "5.0.0"}, "none"),                              # Jamba / Nemotron-H: no rope key
+    ({"transformers_version": "5.0.0", "rope_theta": 10000.0}, "rope"),
+    ({"transformers_version": "5.0.0", "rope_parameters": {"rope_type": "default"}}, None),
+])
+def test_a_transformers_config_without_any_rope_key_means_position_free_attention(tmp_path, extra, pos_kind):
+    from archprobe.formats.sources import open_source
+    from archprobe.structure.inspect import build_card
+
+    card = build_card(open_source(_write(tmp_path, extra))).card
+    assert card.embed.pos_kind == pos_kind

@@ -62,8 +62,8 @@ KNOWN_WRONG = {
     "flint": "nn+card: Flint's per-head softmax_offset is a sink-like logit not bound as mixer.sinks",
     "granite_swa": "card: Granite multipliers and per-layer rope theta not derived",
     "hyperclovax": "card: Peri-LN post norms (post_norm1/post_norm2) not bound as post_mixer/post_ffn",
-    "lara_mini": "card: split Gated DeltaNet projections bound to the fused in_proj_qkvz/in_proj_ba roles",
-    "mamba2": "wrong logits for the pure Mamba-2 model; the missing field or nn difference is not isolated yet",
+    "olmo_hybrid": "card: the attention layers' OLMo-2 post norms bound as pre_mixer/pre_ffn (its Gated DeltaNet "
+                   "layer reproduces transformers' module)",
     "ministral3": "card: llama_4_scaling_beta (position-dependent query scaling) not described; nn lacks it",
 }
 KNOWN_TWIN_GAPS = {

@@ -6,7 +6,10 @@ q/k/v and o biases; q/k norms per head (Qwen3, Gemma 3) or over the whole projec
 attention-logit soft-cap (Gemma 2: cap * tanh(s / cap)); learned attention sinks (gpt-oss: one extra
 logit per head that takes probability mass and returns nothing); a softmax scale other than
 1/sqrt(d) (Gemma's query_pre_attn_scalar, Granite's attention_multiplier); a sigmoid output gate
-`g_proj` (gated attention); dynamic allocation by `HeadGate` or `Indexer` (archprobe.nn.dynamic).
+`g_proj` (gated attention); dynamic allocation by `HeadGate` or `Indexer` (archprobe.nn.dynamic);
+differential attention (Ye et al., arXiv:2410.05258; DiffLlama): two softmax maps per head pair,
+(A1 - lambda A2) V, lambda = exp(lq1.lk1) - exp(lq2.lk2) + lambda_init, then a weightless RMSNorm over
+the pair's 2d channels times (1 - lambda_init).
 With a window the cache keeps only the last `window` keys. Fused qkv checkpoints are split on load.
 """
 
@@ -19,7 +22,7 @@ from torch import nn
 
 from archprobe.nn.cache import KVCache, causal_mask
 from archprobe.nn.dynamic import HeadGate, Indexer
-from archprobe.nn.norm import make_norm
+from archprobe.nn.norm import make_norm, rms_normalise
 from archprobe.nn.rope import Rope
 
 
@@ -63,11 +66,12 @@ class Attention(nn.Module):
                  gate_in_q: bool = False, rotary_dim: int | None = None, norm_style: str = "standard",
                  rope: Rope | None = None, qkv_bias: bool = False, o_bias: bool = False, scale: float | None = None,
                  softcap: float | None = None, sinks: bool = False, alibi: bool = False,
-                 qk_norm_after_rope: bool = False):
+                 qk_norm_after_rope: bool = False, differential: float | None = None):
         """`gate_in_q`: Qwen3-Next's gated attention, q_proj emits [q | gate] per head (no g_proj).
         `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
         (one norm of head_dim shared by heads), `full` (one over the whole q / k projection),
-        `per_head_weights` (each head its own gain, [heads, head_dim]: Cohere, StableLM-2-12B)."""
+        `per_head_weights` (each head its own gain, [heads, head_dim]: Cohere, StableLM-2-12B).
+        `differential`: this layer's lambda_init (differential attention, DiffLlama)."""
         super().__init__()
         if heads % kv_heads:
             raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
@@ -95,6 +99,12 @@ class Attention(nn.Module):
             self.g_proj = nn.Linear(hidden, heads * head_dim, bias=False)
         if sinks:
             self.sinks = nn.Parameter(torch.zeros(heads))
+        self.differential, self.norm_eps = differential, norm_eps
+        if differential is not None:
+            if heads % 2 or kv_heads % 2 or output_gate or gate_in_q or head_gate is not None:
+                raise ValueError("differential attention needs even heads and kv heads and no output gates")
+            for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+                setattr(self, name, nn.Parameter(torch.zeros(head_dim)))
         self.alibi = alibi   # slopes computed per call: nothing to load, nothing left on the meta device
         self.gate = head_gate
         self.indexer = indexer
@@ -114,6 +124,17 @@ class Attention(nn.Module):
         if self.qk_norm in ("head", "per_head_weights") and not self.qk_norm_after_rope:
             q, k = self.q_norm(q), self.k_norm(k)
         return q, k, v, q_gate
+
+    def _differential(self, q, k, v_BSGD, mask):
+        """[B, T, heads / 2, 2 d]: the value heads' halves against the same maps, heads paired first half
+        against second half, combined with lambda, normed over 2d (DiffLlama's layout)."""
+        va, vb = v_BSGD.chunk(2, dim=2)
+        o1 = sdpa(q, k, torch.cat([va, va], dim=2), mask, self.scale, softcap=self.softcap)
+        o2 = sdpa(q, k, torch.cat([vb, vb], dim=2), mask, self.scale, softcap=self.softcap)
+        a1, a2 = torch.cat([o1, o2], dim=-1).chunk(2, dim=2)
+        lam = (torch.exp((self.lambda_q1.float() * self.lambda_k1.float()).sum())
+               - torch.exp((self.lambda_q2.float() * self.lambda_k2.float()).sum()) + self.differential)
+        return rms_normalise(a1 - lam * a2, self.norm_eps) * (1 - self.differential)
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, use_cache: bool = False):
         B, T, _ = x.shape
@@ -141,8 +162,11 @@ class Attention(nn.Module):
             k_pos = torch.arange(start + T - S, start + T, device=x.device)
             slopes = alibi_slopes(self.heads).to(x.device)
             bias = slopes[:, None, None] * (k_pos[None, :] - q_pos[:, None]).float()
-        o = sdpa(q, k_all, v_all, mask, self.scale, softcap=self.softcap, sinks_H=getattr(self, "sinks", None),
-                 bias_HTS=bias)
+        if self.differential is not None:
+            o = self._differential(q, k_all, v_all, mask)
+        else:
+            o = sdpa(q, k_all, v_all, mask, self.scale, softcap=self.softcap, sinks_H=getattr(self, "sinks", None),
+                     bias_HTS=bias)
         if self.gate is not None:
             o = o * self.gate(x).unsqueeze(-1)
         if q_gate is not None:

@@ -39,13 +39,14 @@ class MLACache:
 
     ckv: torch.Tensor
     krope: torch.Tensor
+    index_keys: torch.Tensor | None = None   # [B, S, d]: the DSA indexer's keys (DeepSeek-V3.2)
 
     @property
     def length(self) -> int:
         return self.ckv.shape[1]
 
     def nbytes(self) -> int:
-        return _nbytes(self.ckv, self.krope)
+        return _nbytes(self.ckv, self.krope, self.index_keys)
 
 
 def causal_mask(T: int, S: int, device, window: int | None = None) -> torch.Tensor:

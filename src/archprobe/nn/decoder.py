@@ -21,15 +21,17 @@ from archprobe.nn.dynamic import HeadGate, Indexer
 from archprobe.nn.gated_deltanet import GatedDeltaNet
 from archprobe.nn.kda import KimiDeltaAttention
 from archprobe.nn.kv_compression import LowRankKVAttention
+from archprobe.nn.mamba import MambaMixer
 from archprobe.nn.mamba2 import Mamba2Mixer
 from archprobe.nn.mla import MultiHeadLatentAttention
 from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
 from archprobe.nn.norm import NORMS, make_norm
 from archprobe.nn.residual import RESIDUALS, AttnResState, PseudoQuery
 from archprobe.nn.rope import Rope
+from archprobe.nn.short_conv import ShortConv
 
 MIXERS = ("kda", "gated_deltanet", "mla", "gqa", "swa", "lowrank_kv", "gqa_headgate", "gqa_indexer", "mamba2",
-          "none")
+          "none", "mamba", "short_conv")
 FFNS = ("dense", "moe", "latent_moe", "none")
 BLOCKS = ("pre", "post", "sandwich", "parallel", "parallel_shared")
 
@@ -68,6 +70,8 @@ class HybridConfig:
     index_n_heads: int = 2
     index_head_dim: int = 16
     index_topk: int = 8
+    mla_indexer: bool = False            # DSA on MLA: the indexer reads the q-LoRA latent (DeepSeek-V3.2, GLM-5)
+    index_rope_interleaved: bool = False
     # MLA
     q_lora_rank: int | None = None
     kv_lora_rank: int = 16
@@ -92,6 +96,9 @@ class HybridConfig:
     linear_num_value_heads: int = 4
     linear_key_head_dim: int = 16
     linear_value_head_dim: int = 16
+    gdn_layout: str = "grouped"          # "split": separate in_proj_qkv / z / b / a (Qwen3.5, OLMo-hybrid)
+    gdn_beta_scale: float = 1.0          # 2: OLMo-hybrid's allow_neg_eigval
+    gdn_norm_eps: float | None = None    # the output norm's eps when not rms_norm_eps
     # Mamba-2
     mamba_num_heads: int = 4
     mamba_head_dim: int = 16
@@ -99,6 +106,14 @@ class HybridConfig:
     mamba_n_groups: int = 1
     mamba_conv_kernel: int = 4
     time_step_min: float = 0.0
+    # Mamba-1 (state size: ssm_state_size, conv kernel: mamba_conv_kernel)
+    mamba_inner: int = 128
+    mamba_dt_rank: int = 4
+    mamba_proj_bias: bool = False
+    mamba_ssm_norms: str | None = None     # RMS norms on dt, B, C: "weighted" (Jamba) / "weightless" (FalconMamba)
+    mamba_ssm_norm_eps: float = 1e-6
+    # LFM2's gated short convolution (kernel: short_conv_kernel_size)
+    short_conv_bias: bool = False
     # FFN / MoE
     intermediate_size: int = 128
     hidden_act: str = "silu"
@@ -136,6 +151,7 @@ class HybridConfig:
     attn_scale: float | None = None    # softmax scale; None: head_dim ** -0.5
     attn_softcap: float | None = None
     attn_sinks: bool = False
+    attn_differential: float | None = None   # differential attention: this layer's lambda_init (DiffLlama)
     alibi: bool = False
     mlp_bias: bool = False
     residual_multiplier: float = 1.0   # Granite: x + m * f(x)
@@ -246,19 +262,31 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                                   a_log_len=cfg.a_log_len, norm_eps=cfg.rms_norm_eps, chunk_size=cfg.kda_chunk_size)
     if kind == "gated_deltanet":
         return GatedDeltaNet(H, cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
-                             cfg.linear_value_head_dim, cfg.short_conv_kernel_size, cfg.rms_norm_eps,
-                             cfg.kda_chunk_size)
+                             cfg.linear_value_head_dim, cfg.short_conv_kernel_size,
+                             cfg.gdn_norm_eps if cfg.gdn_norm_eps is not None else cfg.rms_norm_eps,
+                             cfg.kda_chunk_size, layout=cfg.gdn_layout, beta_scale=cfg.gdn_beta_scale)
     if kind == "mla":
+        indexer = None
+        if cfg.mla_indexer:
+            rope = cfg.rope if cfg.rope is not None else Rope(cfg.rope_theta, cfg.qk_rope_head_dim)
+            indexer = Indexer(H, cfg.index_n_heads, cfg.index_head_dim, cfg.index_topk, query_dim=cfg.q_lora_rank,
+                              rope=replace(rope, interleaved=cfg.index_rope_interleaved), eps=1e-6, tie_break="topk")
         return MultiHeadLatentAttention(H, cfg.num_attention_heads, kv_lora_rank=cfg.kv_lora_rank,
                                         q_lora_rank=cfg.q_lora_rank, nope_dim=cfg.qk_nope_head_dim,
                                         rope_dim=cfg.qk_rope_head_dim, v_dim=cfg.v_head_dim,
                                         rope_theta=None if cfg.mla_use_nope else cfg.rope_theta,
                                         rope_interleaved=cfg.rope_interleave, output_gate=cfg.mla_use_output_gate,
                                         form=cfg.mla_form, softmax_scale=cfg.attn_scale,
-                                        rope=None if cfg.mla_use_nope else cfg.rope)
+                                        rope=None if cfg.mla_use_nope else cfg.rope, indexer=indexer)
     if kind == "mamba2":
         return Mamba2Mixer(H, cfg.mamba_num_heads, cfg.mamba_head_dim, cfg.ssm_state_size, cfg.mamba_n_groups,
                            cfg.mamba_conv_kernel, dt_min=cfg.time_step_min, norm_eps=cfg.rms_norm_eps)
+    if kind == "mamba":
+        return MambaMixer(H, cfg.mamba_inner, cfg.ssm_state_size, cfg.mamba_dt_rank, cfg.mamba_conv_kernel,
+                          proj_bias=cfg.mamba_proj_bias, ssm_norms=cfg.mamba_ssm_norms,
+                          ssm_norm_eps=cfg.mamba_ssm_norm_eps)
+    if kind == "short_conv":
+        return ShortConv(H, cfg.short_conv_kernel_size, cfg.short_conv_bias)
     heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
     if kind == "lowrank_kv":
         return LowRankKVAttention(H, heads, kvh, d, cfg.kv_compression_rank or d, cfg.rope_theta)
@@ -272,7 +300,7 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          rotary_dim=int(d * cfg.partial_rotary_factor), norm_style=cfg.norm_style, rope=cfg.rope,
                          qkv_bias=cfg.attention_bias, o_bias=cfg.attention_out_bias, scale=cfg.attn_scale,
                          softcap=cfg.attn_softcap, sinks=cfg.attn_sinks, alibi=cfg.alibi,
-                         qk_norm_after_rope=cfg.qk_norm_after_rope)
+                         qk_norm_after_rope=cfg.qk_norm_after_rope, differential=cfg.attn_differential)
     return None
 
 

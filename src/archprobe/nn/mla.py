@@ -6,7 +6,8 @@ Scores over [q_nope | q_rope] . [k_nope | k_rope] / sqrt(N + R). `rope_theta=Non
 Kimi Linear keep the R "rope" dims but never rotate them). `output_gate=True` is K3's Gated MLA:
 o *= sigmoid(g_proj x) before o_proj. The cache stores only c_kv and k_rope: r + R values per
 token, shared by all heads. `form` picks the naive or the absorbed algorithm (ops/mla.py); both give the same result.
-The two latent norms use eps 1e-6 as the official code does.
+The two latent norms use eps 1e-6 as the official code does. An `indexer` (archprobe.nn.dynamic.Indexer
+reading the q-LoRA latent: DeepSeek-V3.2's DSA) limits each query to its top-k keys; its keys are cached.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class MultiHeadLatentAttention(nn.Module):
     def __init__(self, hidden: int, heads: int, *, kv_lora_rank: int, q_lora_rank: int | None, nope_dim: int,
                  rope_dim: int, v_dim: int, rope_theta: float | None = None, rope_interleaved: bool = False,
                  output_gate: bool = False, latent_eps: float = 1e-6, form: str = "naive", softmax_scale=None,
-                 rope: Rope | None = None):
+                 rope: Rope | None = None, indexer=None):
         """`rope` (scaled frequencies, e.g. DeepSeek-V3's YaRN) replaces `rope_theta`/`rope_interleaved`."""
         super().__init__()
         if rope is None and rope_theta is not None:
@@ -46,10 +47,12 @@ class MultiHeadLatentAttention(nn.Module):
         if output_gate:
             self.g_proj = nn.Linear(hidden, heads * v_dim, bias=False)
         self.o_proj = nn.Linear(heads * v_dim, hidden, bias=False)
+        self.indexer = indexer
 
     def forward(self, x: torch.Tensor, cache: MLACache | None = None, use_cache: bool = False):
         B, T, _ = x.shape
-        q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x))) if hasattr(self, "q_a_proj") else self.q_proj(x)
+        q_resid = self.q_a_layernorm(self.q_a_proj(x)) if hasattr(self, "q_a_proj") else None
+        q = self.q_b_proj(q_resid) if q_resid is not None else self.q_proj(x)
         q = q.unflatten(-1, (self.heads, self.nope + self.rope))
         q_nope, q_rope = q.split([self.nope, self.rope], dim=-1)
         ckv, krope = self.kv_a_proj_with_mqa(x).split([self.r, self.rope], dim=-1)
@@ -63,9 +66,16 @@ class MultiHeadLatentAttention(nn.Module):
             ckv = torch.cat([cache.ckv, ckv], dim=1)
             krope = torch.cat([cache.krope, krope], dim=1)
         mask = causal_mask(T, ckv.shape[1], x.device)
+        ikeys = None
+        if self.indexer is not None:
+            pos = torch.arange(start, start + T, device=x.device)
+            ikeys = self.indexer.keys(x, pos)
+            if cache is not None and cache.index_keys is not None:
+                ikeys = torch.cat([cache.index_keys, ikeys], dim=1)
+            mask = self.indexer.select(x, ikeys, mask, q_in=q_resid, positions=pos)[:, None]   # [B, 1, T, S]
         attend = mla_absorbed if self.form == "absorbed" else mla_naive
         o = attend(q_nope, q_rope, ckv, krope, self.kv_b_proj.weight, mask, self.scale).to(x.dtype)
         if hasattr(self, "g_proj"):
             o = o * torch.sigmoid(self.g_proj(x).float()).unflatten(-1, (self.heads, self.vdim)).to(x.dtype)
-        new_cache = MLACache(ckv, krope) if (use_cache or cache is not None) else None
+        new_cache = MLACache(ckv, krope, ikeys) if (use_cache or cache is not None) else None
         return self.o_proj(o.flatten(-2)), new_cache

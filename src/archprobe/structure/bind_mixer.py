@@ -13,6 +13,8 @@ Names break ties only between same-shaped tensors (q vs k vs v, A_log vs D vs dt
 
 from __future__ import annotations
 
+import re
+
 from archprobe.structure.bind_ffn import Bound, ev
 from archprobe.structure.card import Mixer
 from archprobe.structure.modules import Module, words
@@ -130,8 +132,7 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
         mixer.evidence = [ev(dt, f"per-head decay vectors ({nv}): a scalar decay per head (gated delta rule)"),
                           ev(conv, f"depthwise conv [{C}, 1, {K}]")]
         b.part = mixer
-        names = ["in_proj_qkvz", "in_proj_ba"] + [f"in_proj_{i}" for i in range(2, len(readers))]
-        _bind(b, pool, [*zip(names, readers, strict=False), ("conv1d", conv), ("norm", norm), ("out_proj", writer)])
+        _bind(b, pool, [*_gdn_readers(readers, C, nv, vd), ("conv1d", conv), ("norm", norm), ("out_proj", writer)])
     elif C == H:
         reader = next((m for m in mats if m.shape == (3 * H, H)), None)
         if reader is None:
@@ -145,6 +146,24 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
     b.part.confidence = 0.85
     b.leftover = pool
     return b
+
+
+def _gdn_readers(readers: list[Module], C: int, nv: int, vd: int | None) -> list[tuple[str, Module]]:
+    """Gated DeltaNet's input projections by their widths (C = the conv's q|k|v width, nv value heads of vd):
+    Qwen3-Next's grouped `in_proj_qkvz` [C + nv vd] and `in_proj_ba` [2 nv]; Qwen3.5's separate
+    `in_proj_qkv` [C], `in_proj_z` [nv vd], `in_proj_b` / `in_proj_a` [nv] (names order b and a); or all of
+    them in one block-ordered `in_proj` [C + nv vd + 2 nv] (rows q | k | v | z | b | a, Lara)."""
+    z = nv * vd if vd else -1
+    width = {C + z: "in_proj_qkvz", 2 * nv: "in_proj_ba", C: "in_proj_qkv", z: "in_proj_z", C + z + 2 * nv: "in_proj"}
+    out: list[tuple[str, Module]] = []
+    for m in readers:           # one module per role; a second of the same width stays unexplained
+        role = width.get(m.shape[0]) if m.shape[0] != nv else None
+        if role is not None and role not in {r for r, _ in out}:
+            out.append((role, m))
+    heads = _by_words([m for m in readers if m.shape[0] == nv], {"b", "in_proj_b", "b_proj"},
+                      {"a", "in_proj_a", "a_proj"})
+    out += list(zip(("in_proj_b", "in_proj_a"), heads, strict=False))
+    return out
 
 
 def _rg_lru(pool, conv, blocks, vecs, mats, writer, H) -> Bound:
@@ -178,7 +197,7 @@ def _mamba1(pool, conv, a_grid, vecs, mats, writer, H) -> Bound:
     r = x_proj.shape[0] - 2 * N if x_proj is not None else None
     dt_proj = next((m for m in mats if m.shape == (C, r)), None) if r else None
     in_proj = next((m for m in mats if m.shape[1] == H and m.shape[0] in (C, 2 * C)), None)
-    mixer = Mixer("mamba", conv_dim=C, conv_kernel=conv.shape[-1], state_size=N, head_dim=C, num_heads=1)
+    mixer = Mixer("mamba", conv_dim=C, conv_kernel=conv.shape[-1], state_size=N, head_dim=C, num_heads=1, dt_rank=r)
     mixer.evidence = [ev(a_grid, f"A_log [{C}, {N}]: a diagonal state of {N} per channel (Mamba-1)"),
                       ev(conv, f"depthwise conv [{C}, 1, {conv.shape[-1]}]")]
     b = Bound(mixer)
@@ -508,7 +527,11 @@ def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = N
     norms = [v for v in vecs if v.shape[0] in {x for x in (hd, (nh or 0) * (hd or 0), (kvh or 0) * (hd or 0)) if x}]
     if len(norms) == 4 and all(v.shape == (hd,) for v in norms) and all(v.bias is None for v in norms):
         # differential attention: lambda_q1, lambda_k1, lambda_q2, lambda_k2 re-weight two softmax maps
-        roles += [(f"lambda.{v.leaf}", v) for v in sorted(norms, key=lambda v: v.path)]
+        # (the pair a vector belongs to changes lambda's sign, so only its name can say: `q1`, `k2`, ...; a name
+        # that does not say keeps its leaf as role, which validate refuses rather than guess)
+        for v in sorted(norms, key=lambda v: v.path):
+            tag = re.search(r"([qk])_?([12])$", v.leaf)
+            roles.append((f"lambda_{tag.group(1)}{tag.group(2)}" if tag else f"lambda.{v.leaf}", v))
         mixer.layout["differential"] = True
         norms = []
     if len(norms) >= 2:
@@ -561,14 +584,20 @@ def _gates_and_indexer(b: Bound, pool: list[Module], H: int, nh: int | None, o: 
         mixer.layout["head_gate"] = list(hg.shape)
     idx = [m for m in pool if "indexer" in words(m.path)]
     if idx:
+        # DSA: a key norm [d] (+ bias), the key projection [d, H] beside it, per-head weights [heads, H], and the
+        # query projection [heads * d, latent] that reads something narrower than H (the q-LoRA latent)
         mixer.indexer = {"index_topk": None, "index_heads": None, "index_dim": None}
-        for m in idx:
-            leaf = m.path.split("indexer.", 1)[-1]
-            b.roles[f"indexer.{leaf}"] = _take(pool, m)
-            if "weights_proj" in leaf and len(m.shape) == 2:
-                mixer.indexer["index_heads"] = m.shape[0]
-            if leaf in ("wk", "k_proj") and len(m.shape) == 2:
-                mixer.indexer["index_dim"] = m.shape[0]
+        norm = next((m for m in idx if len(m.shape) == 1), None)
+        d = norm.shape[0] if norm is not None else None
+        wk = next((m for m in idx if d and m.shape == (d, H)), None)
+        wts = next((m for m in idx if len(m.shape) == 2 and m.shape[1] == H and m is not wk), None)
+        wq = next((m for m in idx if len(m.shape) == 2 and m.shape[1] != H), None)
+        if wts is not None and wq is not None and d and wq.shape[0] == wts.shape[0] * d:
+            mixer.indexer.update(index_heads=wts.shape[0], index_dim=d)
+            for role, m in (("wq_b", wq), ("wk", wk), ("k_norm", norm), ("weights_proj", wts)):
+                b.roles[f"indexer.{role}"] = _take(pool, m)
+        for m in [m for m in idx if m in pool]:      # a layout the shapes do not explain keeps its leaf
+            b.roles[f"indexer.{m.path.split('indexer.', 1)[-1]}"] = _take(pool, m)
 
 
 def has_mixer_signature(mods: list[Module], H: int) -> bool:

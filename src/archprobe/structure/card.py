@@ -40,7 +40,8 @@ Layer
                 MLA: kv_lora_rank, q_lora_rank, rope_dim, nope_dim (+ v_head_dim), cache_width_per_token
                 indexer {index_topk, index_heads, index_dim} or None (DeepSeek sparse attention)
                 KDA / GDN / Mamba-2: num_heads, head_dim, value_head_dim, conv_kernel, conv_dim, state_size,
-                n_groups, gate_lower_bound, a_log_stored
+                n_groups, gate_lower_bound, a_log_stored; Mamba-1: dt_rank, ssm_norm_eps (RMS norms on dt, B,
+                C); GDN: beta_scale (2: allow_neg_eigval), norm_eps (its output norm's, when not the layers')
   ffn: Ffn      kind: `dense` `moe` `latent_moe` `none` `unknown`; activation (`silu`, `gelu`, `relu2`,
                 `situ`, ...), gated (GLU), bias, width (dense intermediate), num_experts, top_k, expert_width,
                 router: Router {scoring `softmax`/`sigmoid`, selection_bias, renormalize, scaling,
@@ -189,6 +190,10 @@ class Mixer:
     n_groups: int | None = None
     gate_lower_bound: float | None = None
     a_log_stored: int | None = None
+    dt_rank: int | None = None        # Mamba-1: the rank of the time-step projection (x_proj rows - 2 state)
+    ssm_norm_eps: float | None = None  # Mamba-1: eps of the RMS norms on dt, B, C (Jamba, FalconMamba); None: none
+    beta_scale: float | None = None    # Gated DeltaNet: write strength sigmoid(b) * scale (2: allow_neg_eigval)
+    norm_eps: float | None = None      # eps of the mixer's own output norm when not the layer norms' eps
     layout: dict = field(default_factory=dict)
     evidence: list = field(default_factory=list)
     confidence: float | None = None
@@ -240,7 +245,7 @@ REQUIRED_MIXER = {
     "kda": ("num_heads", "head_dim"),
     "gated_deltanet": ("num_heads", "head_dim", "conv_dim"),
     "mamba2": ("num_heads", "head_dim", "state_size", "conv_dim"),
-    "mamba": ("state_size", "conv_dim"),
+    "mamba": ("state_size", "conv_dim", "dt_rank"),
     "short_conv": ("conv_dim", "conv_kernel"),
     "lightning": ("num_heads", "head_dim"),
     "rg_lru": ("conv_dim", "conv_kernel"),

@@ -70,6 +70,7 @@ def derive(raw: RawCheckpoint) -> Derived:
                 card.tensors[f"layers.{pos}.{r}{suffix}"] = e.name
         for m in unexplained:
             card.unexplained += [e.name for _, e in m.entries()]
+    _ssm_norms_are_rms(card, cfg)
     _model_level(card, table, H, cfg)
     card.set_aside = {"vision": [e.name for e in table.vision],
                       "mtp": [e.name for layer in table.mtp.values() for e in layer.values()]}
@@ -79,6 +80,20 @@ def derive(raw: RawCheckpoint) -> Derived:
         card.set_aside["mtp"])
     card.unexplained += [e.name for e in table.all_entries() if e.name not in accounted]   # never drop one
     return Derived(card, table, cfg, tensors, qroles, layer_modules)
+
+
+def _ssm_norms_are_rms(card: Card, cfg: ConfigView) -> None:
+    """The Mamba lineage (mamba, falcon_mamba, mamba2, jamba, bamba, nemotron_h, ...) names its norms' eps
+    `layer_norm_epsilon` yet uses RMSNorms everywhere (MambaRMSNorm, NemotronHRMSNorm in transformers):
+    in a model with an SSM mixer, a bias-free norm that only that key's name called LayerNorm is RMS."""
+    if cfg.get("rms_norm_eps") is not None or cfg.get("norm_type") is not None:
+        return
+    if not any(layer.mixer.kind in ("mamba", "mamba2") for layer in card.layers):
+        return
+    for layer in card.layers:
+        for norm in layer.norm.values():
+            if norm.kind == "layer" and not norm.bias:
+                norm.kind = "rms"
 
 
 def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView) -> None:
@@ -176,6 +191,25 @@ def _set(card: Card, path: str, value, origin: str) -> None:
         card.set(path, value, origin)
 
 
+def _hard_coded_positions(card: Card, cfg: ConfigView) -> None:
+    """Rope facts no config key states: a family row's rope layout (DeepSeek-V3.2 interleaves without a
+    rope_interleave key), and position-free attention when a transformers config has no rope key at all."""
+    if card.rope.interleaved is None and cfg.default("rope_interleaved") is not None:
+        _set(card, "rope.interleaved", cfg.default("rope_interleaved"), "default")
+    if card.embed.pos_kind is None and card.rope.theta is None and _no_rope_key(cfg):
+        _set(card, "embed.pos_kind", "none", "config:transformers_version")
+
+
+def _no_rope_key(cfg: ConfigView) -> bool:
+    """A config.json written by transformers (it records `transformers_version`) serialises every field of its
+    config class, so a rope model always carries rope_theta / rope_parameters / rotary_*: a decoder config
+    with none of them has position-free attention (Jamba, Nemotron-H run their attention without rope)."""
+    if not (cfg.raw.get("transformers_version") or cfg.text.get("transformers_version")):
+        return False
+    keys = set(cfg.text) | set(cfg.raw)
+    return not any("rope" in k or "rotary" in k or "position_embedding_type" in k or "alibi" in k for k in keys)
+
+
 def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     """What shapes cannot say: rope, eps, activation, top-k, scoring, windows, soft-caps, embedding scale."""
     mp, where = cfg.first_int_at("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
@@ -218,8 +252,12 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         _set(card, "embed.pos_kind", "alibi", "config:alibi" if cfg.get("alibi") is True else "default")
     elif card.embed.pos_kind is None and card.rope.theta is not None:
         _set(card, "embed.pos_kind", "rope", "config:rope_theta")
+
+    _hard_coded_positions(card, cfg)
     act, act_where = cfg.first_str_at("hidden_act", "hidden_activation", "activation_function", "mlp_hidden_act",
                                       "ffn_act_fn", "activation")
+    if act is None and cfg.default("activation"):
+        act, act_where = cfg.default("activation"), None
     top_k, k_where = cfg.first_int_at("num_experts_per_tok", "num_experts_per_token", "experts_per_token", "moe_top_k",
                                       "moe_topk", "top_k",
                                       "moe_k",
@@ -252,15 +290,30 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
                      "config:use_rope")
             if alibi:
                 _set(card, f"{p}.mixer.alibi", True, "default")
+        if m.kind == "mamba":      # RMS norms on dt, B, C: weightless (FalconMamba's mixer_rms_eps) or stored (Jamba)
+            ssm_eps, se_where = cfg.first_float_at("mixer_rms_eps")
+            if ssm_eps is None and f"{p}.mixer.dt_norm" in card.tensors:
+                ssm_eps, se_where = cfg.first_float_at("rms_norm_eps", "layer_norm_epsilon", "norm_eps")
+            _set(card, f"{p}.mixer.ssm_norm_eps", ssm_eps, f"config:{se_where}")
+        if m.indexer is not None:     # DSA: keys per query (index_topk), a layer reusing the previous top-k
+            _set(card, f"{p}.mixer.indexer.index_topk", cfg.first_int("index_topk"), "config:index_topk")
+            itypes = cfg.get("indexer_types")
+            if isinstance(itypes, list) and len(itypes) == len(card.layers) and itypes[i] == "shared":
+                _set(card, f"{p}.mixer.indexer.shared", True, "config:indexer_types")
+            _set(card, f"{p}.mixer.indexer.rope_interleaved", cfg.default("indexer_rope_interleaved"), "default")
+        if m.kind == "gated_deltanet":
+            if cfg.get("linear_allow_neg_eigval") is True:      # OLMo-hybrid: beta = 2 sigmoid(b)
+                _set(card, f"{p}.mixer.beta_scale", 2.0, "config:linear_allow_neg_eigval")
+            _set(card, f"{p}.mixer.norm_eps", cfg.default("linear_norm_eps"), "default")
         if m.kind == "kda" and gate_lb is not None:
             card.origins[f"{p}.mixer.gate_lower_bound"] = "config:gate_lower_bound"
         for name in ("num_heads", "num_kv_heads", "head_dim", "kv_lora_rank", "rope_dim", "cache_width_per_token",
-                     "conv_dim", "conv_kernel", "q_lora_rank"):
+                     "conv_dim", "conv_kernel", "q_lora_rank", "dt_rank"):
             if getattr(m, name) is not None:
                 card.origins.setdefault(f"{p}.mixer.{name}", "shape")
         if f.kind != "none" and act:
             a = act.lower()
-            _set(card, f"{p}.ffn.activation", a, f"config:{act_where}")
+            _set(card, f"{p}.ffn.activation", a, f"config:{act_where}" if act_where else "default")
         if f.kind in ("moe", "latent_moe"):
             _set(card, f"{p}.ffn.top_k", top_k, f"config:{k_where}")
             if scoring:

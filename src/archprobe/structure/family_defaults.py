@@ -45,6 +45,19 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                                                     "(router_logits.sigmoid())"},
     "glm4_moe": {"scoring": "sigmoid", "source": "transformers/models/glm4_moe/modeling_glm4_moe.py"},
     "dots1": {"scoring": "sigmoid", "source": "transformers/models/dots1/modeling_dots1.py"},
+    "lfm2": {"activation": "silu", "source": "transformers/models/lfm2/modeling_lfm2.py (Lfm2MLP F.silu)"},
+    "lfm2_moe": {"activation": "silu", "source": "transformers/models/lfm2_moe/modeling_lfm2_moe.py (F.silu)"},
+    "lfm3": {"activation": "silu", "source": "transformers/models/lfm3/modeling_lfm3.py (F.silu)"},
+    "olmo_hybrid": {"linear_norm_eps": 1e-5, "source": "transformers/models/olmo_hybrid/modeling_olmo_hybrid.py "
+                                                      "(o_norm = OlmoHybridRMSNormGated(head_v_dim, eps=1e-5))"},
+    "qwen3_5_text": {"norm_offset": True, "source": "transformers/models/qwen3_5/modeling_qwen3_5.py (Qwen3_5RMSNorm "
+                                                 "1 + weight)"},
+    "deepseek_v32": {"indexer_rope_interleaved": False, "rope_interleaved": True,
+                     "source": "transformers/models/deepseek_v32/modeling_deepseek_v32.py (MLA: "
+                               "apply_rotary_pos_emb_interleave; the indexer: half-split apply_rotary_pos_emb)"},
+    "glm_moe_dsa": {"indexer_rope_interleaved": True, "rope_interleaved": True,
+                    "source": "transformers/models/glm_moe_dsa/modeling_glm_moe_dsa.py (apply_rotary_pos_emb_"
+                              "interleave in the MLA and in GlmMoeDsaIndexer)"},
     "kimi_linear": {"scoring": "sigmoid", "source": "transformers/models/kimi_linear/modeling_kimi_linear.py"},
     "nemotron_h": {"scoring": "sigmoid", "source": "transformers/models/nemotron_h/modeling_nemotron_h.py"},
     "minimax": {"scoring": "softmax", "source": "transformers/models/minimax/modeling_minimax.py"},

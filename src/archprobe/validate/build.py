@@ -22,23 +22,33 @@ from archprobe.errors import ArchprobeError
 
 ATTENTION_KINDS = ("gqa", "mha", "mqa")
 LAYER_ROLE = re.compile(r"^layers\.(\d+)\.(mixer|ffn|norm|residual)\.(.+)$")
-BARE = ("sinks", "A_log", "D", "dt_bias")   # parameters stored without a `.weight` leaf
+BARE = ("sinks", "A_log", "D", "dt_bias", "dt_norm", "b_norm", "c_norm", "lambda_q1", "lambda_k1", "lambda_q2",
+        "lambda_k2")   # parameters without a `.weight` leaf
 
 # role leaf -> archprobe.nn parameter path (under the layer's mixer / FFN module); `.weight` implied
 MIXER_PARAMS = {
     "attention": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_norm": "q_norm",
-                  "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj"},
+                  "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj",
+                  **{f"lambda_{x}": f"lambda_{x}" for x in ("q1", "k1", "q2", "k2")}},
     "mla": {"q": "q_proj", "q_a": "q_a_proj", "q_a_norm": "q_a_layernorm", "q_b": "q_b_proj",
             "kv_a": "kv_a_proj_with_mqa", "kv_a_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "o": "o_proj",
-            "g": "g_proj"},
+            "g": "g_proj", **{f"indexer.{n}": f"indexer.{n}" for n in ("wq_b", "wk", "k_norm", "weights_proj")}},
     "kda": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_conv": "q_conv1d", "k_conv": "k_conv1d",
             "v_conv": "v_conv1d", "f_a": "f_a_proj", "f_b": "f_b_proj", "g_a": "g_a_proj", "g_b": "g_b_proj",
             "g": "g_proj", "b": "b_proj", "A_log": "A_log", "dt_bias": "dt_bias", "o_norm": "o_norm"},
     "gated_deltanet": {"in_proj_qkvz": "in_proj_qkvz", "in_proj_ba": "in_proj_ba", "conv1d": "conv1d",
-                       "A_log": "A_log", "dt_bias": "dt_bias", "norm": "norm", "out_proj": "out_proj"},
+                       "A_log": "A_log", "dt_bias": "dt_bias", "norm": "norm", "out_proj": "out_proj",
+                       "in_proj_qkv": "in_proj_qkv", "in_proj_z": "in_proj_z", "in_proj_b": "in_proj_b",
+                       "in_proj_a": "in_proj_a", "g": "in_proj_z", "a": "in_proj_a", "b": "in_proj_b",
+                       "o_norm": "norm", "o": "out_proj"},
     "mamba2": {"in_proj": "in_proj", "out_proj": "out_proj", "conv1d": "conv1d", "A_log": "A_log", "D": "D",
                "dt_bias": "dt_bias", "norm": "norm"},
+    "mamba": {"in_proj": "in_proj", "conv1d": "conv1d", "x_proj": "x_proj", "dt_proj": "dt_proj", "A_log": "A_log",
+              "D": "D", "out_proj": "out_proj", "dt_norm": "dt_norm", "b_norm": "b_norm", "c_norm": "c_norm"},
+    "short_conv": {"in_proj": "in_proj", "conv1d": "conv1d", "out_proj": "out_proj"},
 }
+# Gated DeltaNet roles stored apart (q/k/v and their convs) or all in one (`in_proj`): joined or split at load
+GDN_SOURCES = ("q", "k", "v", "q_conv", "k_conv", "v_conv", "in_proj")
 FFN_PARAMS = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 NORM_MODULES = {"pre_mixer": "input_layernorm", "pre_ffn": "post_attention_layernorm",
                 "post_mixer": "post_mixer_norm", "post_ffn": "post_ffn_norm"}
@@ -162,7 +172,7 @@ def _yarn_mscale(card) -> float:
 def _mixer_kind(kind: str, path: str) -> str:
     if kind in ATTENTION_KINDS:
         return "gqa"
-    if kind in ("mla", "kda", "gated_deltanet", "mamba2", "none", "lowrank_kv"):
+    if kind in ("mla", "kda", "gated_deltanet", "mamba2", "none", "lowrank_kv", "mamba", "short_conv"):
         return kind
     if kind == "unknown":
         raise NeedsField(f"{path}.kind", "gqa, mla, kda, gated_deltanet, mamba2 or none")
@@ -195,6 +205,8 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["qk_norm"] = qk[m.qk_norm]
         out["attn_softcap"] = m.logit_soft_cap
         out["attn_sinks"] = bool(m.sinks) or has("mixer.sinks")
+        if (m.layout or {}).get("differential"):   # lambda_init per layer depth (arXiv:2410.05258, DiffLlama)
+            out["attn_differential"] = 0.8 - 0.6 * math.exp(-0.3 * i)
         out["alibi"] = bool(m.alibi)
         gate = m.output_gate
         if gate not in (None, "sigmoid_g_proj", "fused_in_q_proj"):
@@ -220,6 +232,17 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
             out.update(mla_use_nope=False, rope=_rope(card, None, rope_dim))
         scale = getattr(m, "scale", None)
         out["attn_scale"] = scale if scale is not None else (nope + rope_dim) ** -0.5 * _yarn_mscale(card)
+        if m.indexer is not None:      # DSA: each query reads only its top-k keys by the indexer's scores
+            ix, ip = m.indexer, f"{p}.mixer.indexer"
+            if ix.get("shared"):
+                raise Unsupported(f"{ip}.shared: a layer reusing the previous layer's top-k selection")
+            if not m.q_lora_rank or m.rope is False:
+                raise Unsupported(f"{ip}: an indexer without the q-LoRA latent or without rope")
+            out.update(mla_indexer=True, index_topk=_need(ix.get("index_topk"), f"{ip}.index_topk"),
+                       index_n_heads=_need(ix.get("index_heads"), f"{ip}.index_heads"),
+                       index_head_dim=_need(ix.get("index_dim"), f"{ip}.index_dim"),
+                       index_rope_interleaved=_need(ix.get("rope_interleaved"), f"{ip}.rope_interleaved",
+                                                    "true: neighbour pairs, false: halves"))
     elif mk == "kda":
         out.update(linear_num_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
                    linear_head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
@@ -237,13 +260,36 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
             raise Unsupported(f"{p}.mixer: conv_dim {conv} does not split into key heads of {dk} and "
                               f"{hv} value heads of {dv}")
         out.update(linear_num_key_heads=hk, linear_num_value_heads=hv, linear_key_head_dim=dk,
-                   linear_value_head_dim=dv, short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"))
+                   linear_value_head_dim=dv, short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+                   gdn_layout="grouped" if has("mixer.in_proj_qkvz") else "split",
+                   gdn_beta_scale=m.beta_scale if m.beta_scale is not None else 1.0, gdn_norm_eps=m.norm_eps)
+        if any(has(f"mixer.{r}.bias") for r in GDN_SOURCES + ("in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b")):
+            raise Unsupported(f"{p}.mixer: biases on the Gated DeltaNet projections or convs")
     elif mk == "mamba2":
         out.update(mamba_num_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
                    mamba_head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
                    ssm_state_size=_need(m.state_size, f"{p}.mixer.state_size"),
                    mamba_n_groups=_need(m.n_groups, f"{p}.mixer.n_groups"),
                    mamba_conv_kernel=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"))
+    elif mk == "mamba":
+        weighted = has("mixer.dt_norm") or has("mixer.b_norm")
+        eps = m.ssm_norm_eps
+        if weighted:
+            eps = _need(eps, f"{p}.mixer.ssm_norm_eps", "eps of the stored RMS norms on dt, B and C")
+        out.update(mamba_inner=_need(m.conv_dim, f"{p}.mixer.conv_dim"),
+                   ssm_state_size=_need(m.state_size, f"{p}.mixer.state_size"),
+                   mamba_dt_rank=_need(m.dt_rank, f"{p}.mixer.dt_rank"),
+                   mamba_conv_kernel=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+                   mamba_proj_bias=has("mixer.in_proj.bias"),
+                   mamba_ssm_norms="weighted" if weighted else ("weightless" if eps is not None else None),
+                   mamba_ssm_norm_eps=eps if eps is not None else 1e-6)
+        if has("mixer.in_proj.bias") != has("mixer.out_proj.bias"):
+            raise Unsupported(f"{p}.mixer: a bias on only one of in_proj / out_proj")
+    elif mk == "short_conv":
+        biases = {has(f"mixer.{r}.bias") for r in ("in_proj", "conv1d", "out_proj")}
+        if len(biases) > 1:
+            raise Unsupported(f"{p}.mixer: biases on some of in_proj / conv1d / out_proj only")
+        out.update(short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"), short_conv_bias=biases.pop())
     # FFN
     fk = f.kind
     if fk == "unknown":
@@ -466,6 +512,8 @@ def _layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
         table = MIXER_PARAMS["attention" if kind in ("gqa", "swa") else kind] if kind != "none" else {}
         if stem in ("qkv",):
             return f"src:self_attn.qkv{suffix}"
+        if kind == "gated_deltanet" and stem in GDN_SOURCES and not bias:
+            return f"src:self_attn.gdn_{stem}.weight"
         if stem not in table:
             return None
         name = "self_attn." + table[stem]
@@ -517,6 +565,7 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
             src = "src:T:" + target
             part.names[src] = part.names.pop(target)
             part.derived.append(Derived(target, (src,), lambda t: t.t().contiguous()))
+    _gdn_sources(part, cfg)
     for src in [t for t in part.names if t.startswith("src:") and not t.startswith("src:T:")]:
         body = src[4:]
         bias = body.endswith(".bias")
@@ -559,6 +608,30 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
             part.derived.append(Derived(f"{owner}.up_proj{leaf}", (src,), lambda t, f=halves: f(t, False)))
         elif "stacked_" in body:
             _stacked(part, src, body, flay)
+
+
+def _gdn_sources(part: Part, cfg) -> None:
+    """Gated DeltaNet's split layout from separate q/k/v projections and convs (concatenated in that order:
+    the conv runs over q | k | v) or from one block-ordered `in_proj` (rows q | k | v | z | b | a)."""
+    import torch
+
+    src = {k[len("src:self_attn.gdn_"):-len(".weight")]: k for k in part.names if k.startswith("src:self_attn.gdn_")}
+    if not src:
+        return
+    for target, parts in (("in_proj_qkv", ("q", "k", "v")), ("conv1d", ("q_conv", "k_conv", "v_conv"))):
+        if any(p in src for p in parts):
+            if not all(p in src for p in parts):
+                raise Unsupported(f"Gated DeltaNet: {', '.join(p for p in parts if p not in src)} missing beside "
+                                  f"{', '.join(p for p in parts if p in src)}")
+            part.derived.append(Derived(f"self_attn.{target}.weight", tuple(src[p] for p in parts),
+                                        lambda *t: torch.cat(t, dim=0).contiguous()))
+    if "in_proj" in src:
+        nk, nv, dk, dv = cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim, \
+            cfg.linear_value_head_dim
+        sizes = [2 * nk * dk + nv * dv, nv * dv, nv, nv]
+        for i, name in enumerate(("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")):
+            part.derived.append(Derived(f"self_attn.{name}.weight", (src["in_proj"],),
+                                        lambda t, i=i: torch.split(t, sizes, dim=0)[i].contiguous()))
 
 
 def _stacked(part: Part, src: str, body: str, flay: dict) -> None:
