@@ -6,7 +6,8 @@ q/k/v and o biases; q/k norms per head (Qwen3, Gemma 3) or over the whole projec
 attention-logit soft-cap (Gemma 2: cap * tanh(s / cap)); learned attention sinks (gpt-oss: one extra
 logit per head that takes probability mass and returns nothing); a softmax scale other than
 1/sqrt(d) (Gemma's query_pre_attn_scalar, Granite's attention_multiplier); a sigmoid output gate
-`g_proj` (gated attention); dynamic allocation by `HeadGate` or `Indexer` (archprobe.nn.dynamic).
+`g_proj` (gated attention); Llama 4's position-dependent query scale (the rope's `llama_4_scaling_beta`,
+Ministral 3); dynamic allocation by `HeadGate` or `Indexer` (archprobe.nn.dynamic).
 With a window the cache keeps only the last `window` keys. Fused qkv checkpoints are split on load.
 """
 
@@ -115,6 +116,16 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         return q, k, v, q_gate
 
+    def _llama4_query_scale(self, start: int, T: int, device) -> torch.Tensor:
+        """Llama 4 / Ministral 3 long-context query scaling, 1 + beta log(1 + floor(t / L)) for L the
+        rope's original context (transformers' get_llama_4_attn_scale): 1 inside the original window."""
+        p = self.rope.params
+        orig = p.get("original_max_position_embeddings") or self.rope.max_positions
+        if not orig:
+            raise ValueError("llama_4_scaling_beta needs the rope's original_max_position_embeddings")
+        t = torch.arange(start, start + T, device=device, dtype=torch.float32)
+        return (1 + float(p["llama_4_scaling_beta"]) * torch.log1p(torch.floor(t / orig)))[None, :, None, None]
+
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, use_cache: bool = False):
         B, T, _ = x.shape
         q, k, v, q_gate = self._qkv(x)
@@ -124,6 +135,8 @@ class Attention(nn.Module):
             q, k = self.rope.apply(q, pos), self.rope.apply(k, pos)
         if self.qk_norm in ("head", "per_head_weights") and self.qk_norm_after_rope:
             q, k = self.q_norm(q), self.k_norm(k)
+        if self.rope is not None and self.rope.params.get("llama_4_scaling_beta"):
+            q = q * self._llama4_query_scale(start, T, x.device).to(q.dtype)
         keys_idx = self.indexer.keys(x) if self.indexer is not None else None
         if cache is not None:
             k_all, v_all = torch.cat([cache.k, k], 1), torch.cat([cache.v, v], 1)

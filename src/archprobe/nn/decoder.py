@@ -25,6 +25,7 @@ from archprobe.nn.mamba2 import Mamba2Mixer
 from archprobe.nn.mla import MultiHeadLatentAttention
 from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
 from archprobe.nn.norm import NORMS, make_norm
+from archprobe.nn.positions import sinusoidal_positions
 from archprobe.nn.residual import RESIDUALS, AttnResState, PseudoQuery
 from archprobe.nn.rope import Rope
 
@@ -142,6 +143,7 @@ class HybridConfig:
     embed_scale: float = 1.0           # Gemma sqrt(H), Granite embedding_multiplier
     learned_positions: int = 0         # rows of a learned absolute position table (GPT-2); 0: none
     position_offset: int = 0           # OPT reads row t + 2
+    sinusoidal_positions: str | None = None  # computed absolute positions: vaswani (CTRL) / tensor2tensor (XGLM)
     embed_norm: bool = False           # BLOOM: a norm right after the embedding
     head_bias: bool = False
     final_norm: bool = True
@@ -415,6 +417,9 @@ class HybridDecoder(nn.Module):
             if int(pos[-1]) >= cfg.learned_positions:
                 raise ValueError(f"position {int(pos[-1])} is beyond the {cfg.learned_positions} learned positions")
             x = x + self.embed_positions(pos)
+        if cfg.sinusoidal_positions:
+            pos = torch.arange(start, start + input_ids.shape[1], device=input_ids.device) + cfg.position_offset
+            x = x + sinusoidal_positions(pos, x.shape[-1], cfg.sinusoidal_positions).to(x.device, x.dtype)
         return self.embed_layernorm(x) if cfg.embed_norm else x
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:

@@ -28,7 +28,7 @@ class Rope:
     theta: float
     dim: int
     kind: str = "default"
-    params: dict = field(default_factory=dict, hash=False, compare=False)
+    params: dict = field(default_factory=dict, hash=False)   # compared: two layers' ropes differ by a factor too
     interleaved: bool = False
     max_positions: int | None = None
 
@@ -129,14 +129,19 @@ def _llama3(inv: torch.Tensor, factor: float, orig: int, low_f: float, high_f: f
 
 
 def rotate(x_BTHD: torch.Tensor, cos_TD: torch.Tensor, sin_TD: torch.Tensor, interleaved: bool = False):
-    """x * cos + rotate_half(x) * sin in float32 (neighbour pairs first de-interleaved to halves)."""
+    """x * cos + rotate_half(x) * sin in float32; neighbour pairs are de-interleaved to halves, rotated,
+    and put back in place, so the output keeps the checkpoint's channel order (a norm or a cache after
+    the rotation sees the channels where the reference has them)."""
     D = x_BTHD.shape[-1]
     h = x_BTHD.float()
     if interleaved:
         h = torch.cat([h[..., 0::2], h[..., 1::2]], dim=-1)
     cos, sin = cos_TD[None, :, None, :], sin_TD[None, :, None, :]
     half = torch.cat([-h[..., D // 2:], h[..., : D // 2]], dim=-1)
-    return (h * cos + half * sin).to(x_BTHD.dtype)
+    out = h * cos + half * sin
+    if interleaved:
+        out = torch.stack([out[..., : D // 2], out[..., D // 2:]], dim=-1).flatten(-2)
+    return out.to(x_BTHD.dtype)
 
 
 def rope_cos_sin(positions: torch.Tensor, dim: int, theta: float):

@@ -18,6 +18,7 @@ from archprobe.structure.bind_layer import bind_layer, common_prefix_len
 from archprobe.structure.card import Card
 from archprobe.structure.config import ConfigView
 from archprobe.structure.modules import Module, group_modules, words
+from archprobe.structure.positions import derive_positions
 from archprobe.structure.tensors import TensorTable, build_table
 
 HEAD_WORDS = {"lm_head", "head", "output", "unembed", "embed_out", "classifier", "logits"}
@@ -180,35 +181,15 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     """What shapes cannot say: rope, eps, activation, top-k, scoring, windows, soft-caps, embedding scale."""
     mp, where = cfg.first_int_at("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
     _set(card, "max_position_embeddings", mp, f"config:{where}")
-    rope = cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else None
-    params = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else None
-    theta, where = cfg.first_float_at("rope_theta", "rotary_emb_base", "rope_base")
-    if theta is None and params and isinstance(params.get("rope_theta"), (int, float)):
-        theta, where = float(params["rope_theta"]), "rope_parameters.rope_theta"
-    _set(card, "rope.theta", theta, f"config:{where}")
-    scaling = rope or params
-    if scaling:
-        kind = scaling.get("rope_type") or scaling.get("type")
-        if isinstance(kind, str):
-            _set(card, "rope.type", kind, "config:rope_scaling")
-        f = scaling.get("factor")
-        if isinstance(f, (int, float)) and not isinstance(f, bool) and math.isfinite(f):
-            _set(card, "rope.factor", float(f), "config:rope_scaling.factor")
-        om = scaling.get("original_max_position_embeddings")
-        if isinstance(om, int) and not isinstance(om, bool) and om > 0:
-            _set(card, "rope.original_max_position", om, "config:rope_scaling.original_max_position_embeddings")
-        card.rope.scaling = {k: v for k, v in scaling.items() if isinstance(v, (int, float, str, bool))}
-    if isinstance(cfg.get("rope_interleave"), bool):
-        _set(card, "rope.interleaved", cfg.get("rope_interleave"), "config:rope_interleave")
-    prf, where = cfg.first_float_at("partial_rotary_factor", "rotary_pct")
-    _set(card, "rope.partial_rotary_factor", prf, f"config:{where}")
-    eps = cfg.first_float("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps", "layernorm_epsilon")
+    eps = cfg.first_float("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps",
+                          "layernorm_epsilon") or cfg.default("norm_eps")
     if eps is not None:
         card.final_norm.eps = eps
     if cfg.default("norm_offset"):
         _set(card, "final_norm.offset", True, "default")
     soft, where = cfg.first_float_at("final_logit_softcapping", "logits_soft_cap")
     _set(card, "head.soft_cap", soft, f"config:{where}")
+    _set(card, "head.scale", cfg.first_float("logit_scale"), "config:logit_scale")   # Cohere: logits * scale
     if cfg.default("embed_scale") == "sqrt_hidden" and card.hidden_size:
         _set(card, "embed.scale", math.sqrt(card.hidden_size), "default")
     mult, where = cfg.first_float_at("embedding_multiplier", "scale_emb")
@@ -216,10 +197,11 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     alibi = cfg.get("alibi") is True or bool(cfg.default("alibi"))
     if alibi:
         _set(card, "embed.pos_kind", "alibi", "config:alibi" if cfg.get("alibi") is True else "default")
-    elif card.embed.pos_kind is None and card.rope.theta is not None:
-        _set(card, "embed.pos_kind", "rope", "config:rope_theta")
+    derive_positions(card, cfg)      # rope (model and per layer), NoPE layers, sinusoidal positions
     act, act_where = cfg.first_str_at("hidden_act", "hidden_activation", "activation_function", "mlp_hidden_act",
                                       "ffn_act_fn", "activation")
+    if act is None and cfg.default("activation"):    # hard-coded in the modeling file (CTRL's ReLU)
+        act = cfg.default("activation")
     top_k, k_where = cfg.first_int_at("num_experts_per_tok", "num_experts_per_token", "experts_per_token", "moe_top_k",
                                       "moe_topk", "top_k",
                                       "moe_k",
@@ -234,7 +216,6 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     window, w_where = cfg.first_int_at("sliding_window", "attention_window_size")
     types = cfg.get("layer_types")
     attn_cap, ac_where = cfg.first_float_at("attn_logit_softcapping")
-    nope = cfg.get("mla_use_nope") is True or cfg.get("use_rope") is False
     gate_lb = cfg.first_float("gate_lower_bound")
     sliding_all = bool(cfg.default("sliding_all")) and cfg.get("use_sliding_window", True) is not False
     for i, layer in enumerate(card.layers):
@@ -247,9 +228,6 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             elif window and sliding_all:
                 _set(card, f"{p}.mixer.sliding_window", window, "default")
             _set(card, f"{p}.mixer.logit_soft_cap", attn_cap, f"config:{ac_where}")
-            if nope:
-                _set(card, f"{p}.mixer.rope", False, "config:mla_use_nope" if cfg.get("mla_use_nope") else
-                     "config:use_rope")
             if alibi:
                 _set(card, f"{p}.mixer.alibi", True, "default")
         if m.kind == "kda" and gate_lb is not None:
@@ -260,7 +238,7 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
                 card.origins.setdefault(f"{p}.mixer.{name}", "shape")
         if f.kind != "none" and act:
             a = act.lower()
-            _set(card, f"{p}.ffn.activation", a, f"config:{act_where}")
+            _set(card, f"{p}.ffn.activation", a, f"config:{act_where}" if act_where else "default")
         if f.kind in ("moe", "latent_moe"):
             _set(card, f"{p}.ffn.top_k", top_k, f"config:{k_where}")
             if scoring:

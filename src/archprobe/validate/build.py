@@ -118,12 +118,21 @@ def _norm_kind(norm, path: str, has_weight: bool, has_bias: bool) -> str:
     raise Unsupported(f"{path}.kind {kind!r}: archprobe.nn knows rms and layer norms")
 
 
-def _rope(card, head_dim: int | None, rope_dim: int | None = None):
-    """The model's Rope for a head of `head_dim` (or exactly `rope_dim` channels for MLA)."""
+def _rope(card, head_dim: int | None, rope_dim: int | None = None, layer: int | None = None):
+    """The Rope of layer `layer` (its mixer's layer_rope over the model's) for a head of `head_dim` (or
+    exactly `rope_dim` channels for MLA). A layer rope naming its own type brings its own scaling."""
     from archprobe.nn.rope import ROPE_TYPES, Rope
 
+    own = card.layers[layer].mixer.layer_rope if layer is not None else None
     r = card.rope
-    theta = _need(r.theta, "rope.theta")
+    if own is not None:
+        merged = {name: getattr(own, name) if getattr(own, name) is not None else getattr(r, name)
+                  for name in ("theta", "type", "partial_rotary_factor", "interleaved")}
+        scaled = own if own.type is not None else r
+        r = type(r)(factor=scaled.factor, original_max_position=scaled.original_max_position,
+                    scaling=scaled.scaling, **merged)
+    theta = _need(r.theta, "rope.theta", "the rotary base; or embed.pos_kind none / layers.N.mixer.rope false "
+                  "for attention without rope")
     kind = r.type or "default"
     if kind not in ROPE_TYPES:
         raise Unsupported(f"rope.type {kind!r} (archprobe.nn knows {', '.join(ROPE_TYPES)})")
@@ -203,8 +212,8 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["attn_gate_in_q"] = gate == "fused_in_q_proj"
         out["attn_scale"] = getattr(m, "scale", None)
         out["qk_norm_after_rope"] = bool(getattr(m, "qk_norm_after_rope", None))
-        no_rope = m.rope is False or m.alibi or card.embed.pos_kind in ("learned", "alibi", "none")
-        out["rope"] = None if no_rope else _rope(card, out["head_dim"])
+        no_rope = m.rope is False or m.alibi or card.embed.pos_kind in ("learned", "alibi", "none", "sinusoidal")
+        out["rope"] = None if no_rope else _rope(card, out["head_dim"], layer=i)
         out["rope_theta"] = None if out["rope"] is None else out["rope"].theta
     elif mk == "mla":
         heads = _need(m.num_heads, f"{p}.mixer.num_heads")
@@ -217,7 +226,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         if m.rope is False:
             out.update(mla_use_nope=True, rope=None)
         else:
-            out.update(mla_use_nope=False, rope=_rope(card, None, rope_dim))
+            out.update(mla_use_nope=False, rope=_rope(card, None, rope_dim, layer=i))
         scale = getattr(m, "scale", None)
         out["attn_scale"] = scale if scale is not None else (nope + rope_dim) ** -0.5 * _yarn_mscale(card)
     elif mk == "kda":
@@ -368,6 +377,8 @@ def config_fields(card, n_run: int | None = None) -> dict:
         **{k: v for k, v in base.items()})
     if learned:
         cfg_fields["learned_positions"] = learned
+    if pos == "sinusoidal":
+        cfg_fields["sinusoidal_positions"] = _need(embed.sinusoid, "embed.sinusoid", "vaswani or tensor2tensor")
     # MXFP4 experts (compressed-tensors `weight_packed` U8 without `weight_shape`) stay packed in memory and
     # are dequantized per routed expert, so a streamed MoE layer costs its packed size
     packed = [r for r in roles if ".ffn.experts." in r and r.endswith("#weight_packed")]
