@@ -1,0 +1,60 @@
+"""Positions where the zoo's 8-token prompt cannot reach them, checked against transformers' own code:
+sinusoidal tables (CTRL, XGLM) row for row, Llama 4 / Ministral 3 query scaling past the original
+context, and a Gemma 3 whose full-attention layers use linear-scaled rope while the sliding layers use
+their own base (per-layer-type rope_parameters), each through validate's card path."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+zoo = pytest.importorskip("tests.support.zoo")
+pytestmark = pytest.mark.needs_transformers
+
+from archprobe.nn.positions import sinusoidal_positions  # noqa: E402
+from archprobe.testing import assert_close  # noqa: E402
+from archprobe.validate import validate  # noqa: E402
+
+PROMPT = [5, 17, 42, 99, 3, 128, 77, 200, 11, 64, 31, 8]   # 12 tokens: past an original context of 4
+
+
+@pytest.mark.parametrize("dim", [16, 17])
+def test_sinusoidal_tables_equal_ctrl_and_xglm(dim):
+    from transformers.models.ctrl.modeling_ctrl import positional_encoding
+    from transformers.models.xglm.modeling_xglm import XGLMSinusoidalPositionalEmbedding
+
+    pos = torch.arange(40)
+    if dim % 2 == 0:   # CTRL's formula needs an even width
+        want = positional_encoding(40, dim, torch.float32)
+        assert_close("same_algorithm", want, sinusoidal_positions(pos, dim, "vaswani"), torch.float32)
+    want = XGLMSinusoidalPositionalEmbedding.get_embedding(40 + 2, dim)[2:]   # XGLM reads row t + 2
+    assert_close("same_algorithm", want, sinusoidal_positions(pos + 2, dim, "tensor2tensor"), torch.float32)
+
+
+def _run(member, tmp_path):
+    model = zoo.make_model(member)
+    model.save_pretrained(tmp_path)
+    doc = validate(str(tmp_path), prompt_ids=PROMPT, reference="transformers")
+    ref = doc["reference"]
+    assert doc["status"] == "pass", (doc["status"], ref and {k: ref.get(k) for k in ("max_abs_diff", "kl")})
+    assert ref["max_abs_diff"] <= 1e-4 * ref["logit_scale"] and ref["kl"] <= 1e-6
+    return doc
+
+
+def test_ministral3_query_scaling_past_the_original_context(tmp_path):
+    """original_max_position_embeddings 4: tokens 4..11 are scaled by 1 + 0.5 log(1 + floor(t / 4))."""
+    rope = {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 4,
+            "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.5}
+    member = zoo._g("ministral3_long", "ministral3", "dense gqa yarn", rope_parameters=rope, sliding_window=None)
+    _run(member, tmp_path)
+
+
+def test_gemma3_linear_scaled_full_layers_beside_local_base(tmp_path):
+    rope = {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}
+    member = zoo._m("gemma3_scaled", "gemma3_text", "dense", num_hidden_layers=3, head_dim=16,
+                    query_pre_attn_scalar=16, sliding_window=4, rope_parameters=rope,
+                    layer_types=["sliding_attention", "sliding_attention", "full_attention"])
+    doc = _run(member, tmp_path)
+    assert doc["status"] == "pass"
