@@ -108,3 +108,16 @@ def test_a_hybrid_naming_no_rope_runs_nope_attention_and_a_plain_model_is_refuse
     assert err.value.path == "rope.theta" and "--card" in err.value.hint
     named = _card(tmp_path, {"partial_rotary_factor": 0.5}, kinds=("mamba", "attn", "mamba"))   # says rope
     assert named.layers[1].mixer.rope is None
+
+
+def test_gemma3_pre_per_type_config_gives_sliding_layers_the_local_base(tmp_path):
+    """Gemma 3 checkpoints written before transformers 5: rope_theta + rope_scaling for the global layers,
+    rope_local_base_freq (no scaling) for the sliding ones."""
+    card = _card(tmp_path, {"rope_theta": 1e6, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+                            "rope_local_base_freq": 1e4, "sliding_window": 4,
+                            "layer_types": ["sliding_attention", "full_attention", "sliding_attention"]})
+    assert card.layers[0].mixer.layer_rope.theta == 1e4 and card.layers[1].mixer.layer_rope is None
+    cfg = config_fields(card)
+    local, glob = cfg["rope"], cfg["layer_overrides"][1]["rope"]
+    assert (local.theta, local.kind) == (1e4, "default") and "factor" not in local.params
+    assert (glob.theta, glob.kind, glob.params["factor"]) == (1e6, "linear", 8.0)

@@ -32,6 +32,21 @@ def test_sinusoidal_tables_equal_ctrl_and_xglm(dim):
     assert_close("same_algorithm", want, sinusoidal_positions(pos + 2, dim, "tensor2tensor"), torch.float32)
 
 
+def test_proportional_rope_frequencies_equal_transformers():
+    """Gemma 4 / LFM3's `proportional` rope: the whole head, a fraction of its frequencies, the rest zero."""
+    from transformers import CONFIG_MAPPING
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from archprobe.nn.rope import Rope
+
+    cfg = CONFIG_MAPPING["lfm3"](head_dim=32)
+    cfg.rope_parameters["full_attention"].update(partial_rotary_factor=0.25, factor=2.0)
+    want, att = ROPE_INIT_FUNCTIONS["proportional"](cfg, "cpu", layer_type="full_attention")
+    got, got_att = Rope(1e6, 32, "proportional", dict(cfg.rope_parameters["full_attention"])).inv_freq(1)
+    assert int((want > 0).sum()) == 4 and att == got_att == 1.0
+    assert_close("same_algorithm", want, got, torch.float32)
+
+
 def _run(member, tmp_path):
     model = zoo.make_model(member)
     model.save_pretrained(tmp_path)

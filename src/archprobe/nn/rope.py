@@ -1,12 +1,14 @@
 """Rotary position embedding, applied at absolute positions so cached keys and new queries agree.
 
 `Rope` is the whole description a layer needs: base theta, how many channels of a head rotate
-(partial rotary), the frequency scaling (`default | linear | dynamic | yarn | llama3 | longrope`,
-with their parameters as config.json spells them) and the channel pairing (`interleaved=False`:
-halves, x[i] with x[i + d/2], Llama/NeoX; `True`: neighbours (0,1),(2,3),..., GPT-J and DeepSeek
-checkpoints). The scaled frequencies follow the formulas of YaRN (arXiv:2309.00071), Llama 3.1's
-wavelength smoothing, LongRoPE (arXiv:2402.13753) and dynamic NTK; the facts were read from
-transformers' `modeling_rope_utils.py`. The attention factor (YaRN, LongRoPE) multiplies cos and sin.
+(partial rotary), the frequency scaling (`default | linear | dynamic | yarn | llama3 | longrope |
+proportional`, with their parameters as config.json spells them; `proportional`, Gemma 4: the whole
+head in halves, the first partial_rotary_factor of its d/2 frequencies at base^(-2i/d), the rest zero)
+and the channel pairing (`interleaved=False`: halves, x[i] with x[i + d/2], Llama/NeoX; `True`:
+neighbours (0,1),(2,3),..., GPT-J, Cohere, GLM and DeepSeek checkpoints). The scaled frequencies
+follow the formulas of YaRN (arXiv:2309.00071), Llama 3.1's wavelength smoothing, LongRoPE
+(arXiv:2402.13753) and dynamic NTK; the facts were read from transformers' `modeling_rope_utils.py`.
+The attention factor (YaRN, LongRoPE) multiplies cos and sin.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope")
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional")
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,10 @@ class Rope:
             return 1.0 / base ** exps, 1.0
         if self.kind == "linear":
             return 1.0 / base ** exps / self._need("factor"), 1.0
+        if self.kind == "proportional":
+            angles = int(float(p.get("partial_rotary_factor", 1.0)) * d // 2)
+            inv = torch.cat([1.0 / base ** exps[:angles], torch.zeros(d // 2 - angles)])
+            return inv / float(p.get("factor") or 1.0), 1.0
         if self.kind == "dynamic":
             maxpos = self.max_positions or self._need("original_max_position_embeddings")
             factor, n = self._need("factor"), max(seq_len, maxpos)

@@ -7,6 +7,7 @@ Read in this order, each fact recording its origin:
     factor lists), transformers 5's per-layer-type `rope_parameters` ({"full_attention": {...},
     "sliding_attention": {...}}; a `null` entry is a layer type without rope), `partial_rotary_factor`
     / `rotary_pct` / `rotary_dim`, `rope_interleave`, `layer_rope_theta` (one theta per layer, 0 = NoPE),
+    `rope_local_base_freq` (Gemma 3's sliding layers before the per-type form: that base, no scaling),
     `no_rope_layers` (one flag per layer, truthy = rope, as SmolLM3 and Llama 4 read it), `use_rope`,
     `mla_use_nope`, `scale_embedding`;
   * a documented default: a hybrid (linear-attention or state-space layers beside attention) whose
@@ -144,6 +145,7 @@ def _layer_ropes(card: Card, cfg: ConfigView, per_type: dict | None) -> None:
     hybrid = any(layer.mixer.kind in RECURRENT for layer in card.layers)
     if not nope_all and hybrid and not _names_rope(cfg) and cfg.default("rope_theta") is None:
         nope_all, nope_origin = True, "default"
+    local, local_at = cfg.first_float_at("rope_local_base_freq")   # Gemma 3 before rope_parameters per type
     sliding = types is not None and any("sliding" in str(t) for t in types) and cfg.get("sliding_window")
     nope_full = bool(cfg.default("nope_full_layers")) and sliding
     for i, layer in enumerate(card.layers):
@@ -163,6 +165,8 @@ def _layer_ropes(card: Card, cfg: ConfigView, per_type: dict | None) -> None:
                     card.rope.theta, card.rope.type, card.rope.factor, card.rope.partial_rotary_factor,
                     card.rope.scaling):
                 _set(card, f"{p}.layer_rope", dataclasses.asdict(r), f"config:rope_parameters.{types[i]}")
+        if per_type is None and local is not None and types is not None and "sliding" in str(types[i]):
+            _set(card, f"{p}.layer_rope", {"theta": local, "type": "default"}, f"config:{local_at}")
         if thetas is not None:
             if not thetas[i]:
                 _set(card, f"{p}.rope", False, "config:layer_rope_theta")

@@ -125,19 +125,23 @@ def _rope(card, head_dim: int | None, rope_dim: int | None = None, layer: int | 
 
     own = card.layers[layer].mixer.layer_rope if layer is not None else None
     r = card.rope
-    if own is not None:
+    if own is not None:   # a layer rope with a type is a whole rope dict (rope_parameters[layer type])
         merged = {name: getattr(own, name) if getattr(own, name) is not None else getattr(r, name)
-                  for name in ("theta", "type", "partial_rotary_factor", "interleaved")}
+                  for name in ("theta", "type", "interleaved")}
         scaled = own if own.type is not None else r
         r = type(r)(factor=scaled.factor, original_max_position=scaled.original_max_position,
-                    scaling=scaled.scaling, **merged)
+                    scaling=scaled.scaling, partial_rotary_factor=scaled.partial_rotary_factor, **merged)
     theta = _need(r.theta, "rope.theta", "the rotary base; or embed.pos_kind none / layers.N.mixer.rope false "
                   "for attention without rope")
     kind = r.type or "default"
     if kind not in ROPE_TYPES:
         raise Unsupported(f"rope.type {kind!r} (archprobe.nn knows {', '.join(ROPE_TYPES)})")
     params = dict(r.scaling or {})   # the card's raw rope dict: factors and lists the fields do not name
-    if rope_dim is None:
+    if rope_dim is None and kind == "proportional":   # the whole head; the fraction picks frequencies
+        if r.partial_rotary_factor is not None:
+            params["partial_rotary_factor"] = r.partial_rotary_factor
+        dim = head_dim
+    elif rope_dim is None:
         fraction = r.partial_rotary_factor
         if fraction is None:
             fraction = params.get("partial_rotary_factor", 1.0)
