@@ -58,7 +58,6 @@ KNOWN_WRONG = {
     "mamba2": "wrong logits for the pure Mamba-2 model; the missing field or nn difference is not isolated yet",
     # members that needed rope.theta until the positions were derived, now running into another field
     "beam": "card: gate_bias [heads] bound as attention sinks; the NoPE layers' query scale (SSMax) not described",
-    "codegen": "card: CodeGen's fused qkv (mp_num=4 blocks of [q, v, k]) read as three [q, k, v] blocks",
     "nemotron_h": "nn+card: the Mamba-2 layer differs from transformers' at layer 0 (attention is NoPE, derived)",
     "nemotron_h_moe": "nn+card: the Mamba-2 layer differs from transformers' at layer 0 (attention is NoPE, derived)",
     "olmo3": "card: norms after the branches bound as pre_mixer/pre_ffn (post-norm placement)",

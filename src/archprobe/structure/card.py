@@ -79,7 +79,8 @@ A role is a dotted path into the card; a `.weight` suffix is implied, `.bias` is
 
 Layouts (`part.layout`, a dict)
   `qkv_split`: [q, k, v] row counts of a fused qkv (in that order); `qkv_interleaved`: per-head
-  [q..., k, v] groups (GPT-NeoX / Falcon) instead of three blocks; `gate_up`: `halves` (gate then up)
+  [q..., k, v] groups (GPT-NeoX / Falcon) instead of three blocks, or `mp<N>_<order>` (CodeGen's
+  `mp4_qvk`: N blocks, each its share of q, v, k in that order); `gate_up`: `halves` (gate then up)
   or `interleaved` (gpt-oss: even rows gate, odd rows up); `transposed`: True for Conv1D [in, out]
   storage (GPT-2); `experts`: `enumerated` or `stacked`; `stacked_transposed`: True when a stacked
   bank stores [E, in, out] instead of [E, out, in].

@@ -3,7 +3,8 @@ naming the transformers file it was read from. Looked up by `model_type` only af
 HF-conventional keys have had their say; a field set from here has origin `default`.
 
 Keys: `conv1d_transposed` (weights stored [in, out]), `qkv_layout` (a fused qkv's row order:
-`per_head` = [q, k, v] per head, `grouped` = per KV group [q..., k, v]), `gate_up` (`interleaved` =
+`per_head` = [q, k, v] per head, `grouped` = per KV group [q..., k, v], `mp4_qvk` = 4 blocks of
+[q, v, k]), `gate_up` (`interleaved` =
 even rows gate, odd rows up), `norm_offset` (RMSNorm applied as 1 + w), `embed_scale` (`sqrt_hidden`),
 `alibi`, `parallel` (attention and MLP read the same normalised input), `post_norm`, `scoring`
 (router), `sliding_all` (every attention layer uses `sliding_window`); positions (structure/positions.py):
@@ -43,7 +44,8 @@ FAMILY_DEFAULTS: dict[str, dict] = {
              "create_sinusoidal_positions base 10000, rotate_every_two)", "rope_theta": 10000.0,
              "rope_interleaved": True},
     "codegen": {"parallel": True, "source": "transformers/models/codegen/modeling_codegen.py (base 10000, "
-                "rotate_every_two)", "rope_theta": 10000.0, "rope_interleaved": True},
+                "rotate_every_two; qkv_split into mp_num=4 blocks of [query, value, key])", "rope_theta": 10000.0,
+                "rope_interleaved": True, "qkv_layout": "mp4_qvk"},
     "phi": {"parallel": True, "source": "transformers/models/phi/modeling_phi.py (attn and mlp on input_layernorm)"},
     "cohere": {"parallel": True, "source": "transformers/models/cohere/modeling_cohere.py (rotate_half on x[..., ::2])",
                "rope_interleaved": True},

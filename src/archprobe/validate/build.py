@@ -538,15 +538,20 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
         if body.startswith("self_attn.qkv"):
             transposed = bool(mlay.get("transposed")) and not bias
             heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-            interleaved = mlay.get("qkv_interleaved") not in (None, False, "blocks")
+            blocks = re.fullmatch(r"mp(\d+)_([qkv]{3})", str(mlay.get("qkv_interleaved")))
+            interleaved = mlay.get("qkv_interleaved") not in (None, False, "blocks") and not blocks
             if mlay.get("qkv_interleaved") == "per_head" and heads != kvh:
                 raise Unsupported(f"a per-head interleaved fused qkv with {heads} heads and {kvh} kv heads")
             split = mlay.get("qkv_split") or [heads * d, kvh * d, kvh * d]
             leaf = ".bias" if bias else ".weight"
 
             def qkv(t, which, transposed=transposed, interleaved=interleaved, split=split, heads=heads, kvh=kvh,
-                    d=d):
+                    d=d, blocks=blocks):
                 t = t.t() if transposed else t
+                if blocks:   # CodeGen: mp blocks, each [three parts in `order`], the heads' rows mp-major
+                    mp, order = int(blocks.group(1)), blocks.group(2)
+                    g = t.reshape(mp, 3, t.shape[0] // (3 * mp), *t.shape[1:])
+                    return g[:, order.index(which)].reshape(-1, *t.shape[1:]).contiguous()
                 if interleaved:   # per kv group: [q heads of the group..., k, v], each d rows
                     g = t.reshape(kvh, heads // kvh + 2, d, *t.shape[1:])
                     pick = {"q": g[:, : heads // kvh], "k": g[:, heads // kvh], "v": g[:, heads // kvh + 1]}[which]
