@@ -48,7 +48,6 @@ KNOWN_WRONG = {
     "vaultgemma": "card: (1 + w) norms, embed.scale and mixer.scale (query_pre_attn_scalar) not derived (nn verified)",
     # zoo members added after the table above was analysed: wrong logits, cause from the zoo's notes, unverified
     "axk1": "wrong logits with the derived card (MLA + sandwich norms); the missing field is not isolated yet",
-    "biogpt": "card: embed.scale (scale_embedding) and embed.position_offset (2) not derived",
     "cohere2_moe": "card: shared_expert_combination_strategy 'average' (routed and shared outputs averaged) not "
                    "described",
     "flint": "nn+card: Flint's per-head softmax_offset is a sink-like logit not bound as mixer.sinks",

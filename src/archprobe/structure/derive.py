@@ -119,6 +119,8 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
     if pos:
         roles["pos_embed"] = pos[0]
         card.embed.pos_kind, card.origins["embed.pos_kind"] = "learned", "shape"
+        if P and pos[0].shape[0] == P + 2:   # OPT, BioGPT, BART: position t reads row t + 2 (fairseq's offset)
+            card.embed.position_offset, card.origins["embed.position_offset"] = 2, "shape"
     queries = [m for m in mods.values() if m.shape == (1, H)]
     vecs = [m for m in mods.values() if m.shape == (H,)]
     squares = [m for m in mods.values() if m.shape == (H, H) and id(m) not in set(map(id, roles.values()))]
@@ -182,7 +184,7 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     mp, where = cfg.first_int_at("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
     _set(card, "max_position_embeddings", mp, f"config:{where}")
     eps = cfg.first_float("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps",
-                          "layernorm_epsilon") or cfg.default("norm_eps")
+                          "layernorm_epsilon", "norm_epsilon") or cfg.default("norm_eps")
     if eps is not None:
         card.final_norm.eps = eps
     if cfg.default("norm_offset"):

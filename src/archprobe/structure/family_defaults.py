@@ -62,7 +62,8 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "nemotron_h": {"scoring": "sigmoid", "source": "transformers/models/nemotron_h/modeling_nemotron_h.py (attention "
                    "without rotary)", "rope": False},
     "minimax": {"scoring": "softmax", "source": "transformers/models/minimax/modeling_minimax.py"},
-    "opt": {"post_norm_key": "do_layer_norm_before", "source": "transformers/models/opt/modeling_opt.py"},
+    "opt": {"post_norm_key": "do_layer_norm_before", "source": "transformers/models/opt/modeling_opt.py (nn.LayerNorm"
+            "'s default eps)", "norm_eps": 1e-5},
     # positions (structure/positions.py), each read from the family's modeling file
     "cohere2_moe": {"rope_interleaved": True, "nope_full_layers": True,
                     "source": "transformers/models/cohere2_moe/modeling_cohere2_moe.py"},
