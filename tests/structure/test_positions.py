@@ -121,3 +121,14 @@ def test_gemma3_pre_per_type_config_gives_sliding_layers_the_local_base(tmp_path
     local, glob = cfg["rope"], cfg["layer_overrides"][1]["rope"]
     assert (local.theta, local.kind) == (1e4, "default") and "factor" not in local.params
     assert (glob.theta, glob.kind, glob.params["factor"]) == (1e6, "linear", 8.0)
+
+
+def test_position_embedding_type_null_is_nope_even_beside_rope_parameters(tmp_path):
+    """GraniteMoeHybrid builds its rotary embedding only when position_embedding_type == "rope"."""
+    card = _card(tmp_path, {"position_embedding_type": None, "rope_parameters": {"rope_type": "default",
+                                                                                 "rope_theta": 1e4}})
+    assert all(layer.mixer.rope is False for layer in card.layers) and card.embed.pos_kind == "none"
+    assert card.origins["layers.0.mixer.rope"] == "config:position_embedding_type"
+    assert config_fields(card)["rope"] is None
+    card = _card(tmp_path, {"position_embedding_type": "rope", "rope_theta": 1e4})
+    assert card.layers[0].mixer.rope is None and config_fields(card)["rope"].theta == 1e4

@@ -85,6 +85,8 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                        "source": "transformers/models/hunyuan_v1_moe/modeling_hunyuan_v1_moe.py"},
     "ministral3": {"sliding_all": True, "source": "transformers/models/ministral3/modeling_ministral3.py "
                    "(sliding_window=config.sliding_window on every layer)"},
+    "llama4_text": {"rope_interleaved": True,
+                    "source": "transformers/models/llama4/modeling_llama4.py (apply_rotary_emb, view_as_complex)"},
     "jamba": {"rope": False, "source": "transformers/models/jamba/modeling_jamba.py (no rotary embedding)"},
     "xglm": {"positions": "tensor2tensor", "position_offset": 2, "norm_eps": 1e-5,
              "source": "transformers/models/xglm/modeling_xglm.py (XGLMSinusoidalPositionalEmbedding, offset 2; "

@@ -9,7 +9,8 @@ Read in this order, each fact recording its origin:
     / `rotary_pct` / `rotary_dim`, `rope_interleave`, `layer_rope_theta` (one theta per layer, 0 = NoPE),
     `rope_local_base_freq` (Gemma 3's sliding layers before the per-type form: that base, no scaling),
     `no_rope_layers` (one flag per layer, truthy = rope, as SmolLM3 and Llama 4 read it), `use_rope`,
-    `mla_use_nope`, `scale_embedding`;
+    `mla_use_nope`, `use_mem_rope`, `position_embedding_type` (null or "nope": no rope, GraniteMoeHybrid),
+    `scale_embedding`;
   * a documented default: a hybrid (linear-attention or state-space layers beside attention) whose
     config names no rope at all runs its attention without positions (Jamba, Nemotron-H, Kimi Linear:
     the recurrent layers carry the order);
@@ -138,8 +139,13 @@ def _layer_ropes(card: Card, cfg: ConfigView, per_type: dict | None) -> None:
     thetas = thetas if isinstance(thetas, list) and len(thetas) == n and all(_number(t) for t in thetas) else None
     flags = cfg.get("no_rope_layers")
     flags = flags if isinstance(flags, list) and len(flags) == n else None
-    nope_all = cfg.get("mla_use_nope") is True or cfg.get("use_rope") is False
-    nope_origin = "config:mla_use_nope" if cfg.get("mla_use_nope") is True else "config:use_rope"
+    nope_all, nope_origin = False, None
+    for key in ("mla_use_nope", "use_rope", "use_mem_rope"):   # Zamba2's shared attention: use_mem_rope
+        if cfg.get(key) is (key == "mla_use_nope"):
+            nope_all, nope_origin = True, f"config:{key}"
+            break
+    if "position_embedding_type" in cfg.text and cfg.text["position_embedding_type"] in (None, "nope", "none"):
+        nope_all, nope_origin = True, "config:position_embedding_type"   # GraniteMoeHybrid: rope only if "rope"
     if not nope_all and cfg.default("rope") is False:
         nope_all, nope_origin = True, "default"
     hybrid = any(layer.mixer.kind in RECURRENT for layer in card.layers)
@@ -197,7 +203,7 @@ def derive_positions(card: Card, cfg: ConfigView) -> None:
         _set(card, "embed.sinusoid", form, "default")
         _set(card, "embed.position_offset", cfg.default("position_offset"), "default")
     attn = [i for i, layer in enumerate(card.layers) if layer.mixer.kind in ATTENTION]
-    if card.embed.pos_kind is None and card.rope.theta is not None:
-        _set(card, "embed.pos_kind", "rope", card.origins.get("rope.theta", "default"))
-    elif card.embed.pos_kind is None and attn and all(card.layers[i].mixer.rope is False for i in attn):
+    if card.embed.pos_kind is None and attn and all(card.layers[i].mixer.rope is False for i in attn):
         _set(card, "embed.pos_kind", "none", card.origins.get(f"layers.{attn[0]}.mixer.rope", "default"))
+    elif card.embed.pos_kind is None and card.rope.theta is not None:
+        _set(card, "embed.pos_kind", "rope", card.origins.get("rope.theta", "default"))
