@@ -32,7 +32,6 @@ TWINS = sorted(zoo_mod.TWINS)
 # reproduces transformers for those marked "(nn verified)". Strict: a fixed one fails loudly until removed.
 KNOWN_WRONG = {
     "exaone4": "card: post-norm placements not derived (the rope-free full-attention layers are)",
-    "exaone_moe": "wrong logits with the derived card; the missing field is not isolated yet",
     "falcon": "card: multi-query fused qkv (1 kv head) read as 4 kv heads, so the split does not fit",
     "falcon_alibi": "nn+card: Falcon adds ALiBi before the 1/sqrt(d) scaling (BLOOM/MPT add it after)",
     "flex_olmo": "card: norms after the branches bound as pre_mixer/pre_ffn (post-norm placement)",

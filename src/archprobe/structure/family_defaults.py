@@ -70,6 +70,12 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "exaone4": {"nope_full_layers": True,
                 "source": "transformers/models/exaone4/modeling_exaone4.py (rope if sliding_window is None or "
                           "is_sliding)"},
+    "exaone_moe": {"nope_full_layers": True, "source": "transformers/models/exaone_moe/modeling_exaone_moe.py"},
+    "kolibri1": {"nope_full_layers": True, "source": "transformers/models/kolibri1/modeling_kolibri1.py"},
+    "flint": {"nope_full_layers": True, "source": "transformers/models/flint/modeling_flint.py (rope only where "
+              "sliding_window)"},
+    "afmoe": {"nope_full_layers": True, "source": "transformers/models/afmoe/modeling_afmoe.py (rope only on "
+              "is_local_attention layers)"},
     "helium": {"rope_interleaved": True, "source": "transformers/models/helium/modeling_helium.py"},
     "ernie4_5": {"rope_interleaved": True, "source": "transformers/models/ernie4_5/modeling_ernie4_5.py"},
     "ernie4_5_moe": {"rope_interleaved": True,
