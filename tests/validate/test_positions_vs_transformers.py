@@ -73,3 +73,37 @@ def test_gemma3_linear_scaled_full_layers_beside_local_base(tmp_path):
                     layer_types=["sliding_attention", "sliding_attention", "full_attention"])
     doc = _run(member, tmp_path)
     assert doc["status"] == "pass"
+
+
+@pytest.mark.parametrize("length", [2048, 4])   # Beam's constant, and one that makes the scale large
+def test_ssmax_query_scale_equals_beams_nope_attention(length, monkeypatch):
+    """Beam's full-attention layers run without rope and scale q by (1 + (t + 1) / 2048) ** 0.1; with a
+    zero gate bias, its attention module is ours with qk-norm, the sigmoid output gate and query_scale."""
+    import transformers.models.beam.modeling_beam as beam
+    from transformers import CONFIG_MAPPING
+
+    from archprobe.nn.attention import Attention
+
+    monkeypatch.setattr(beam, "compute_attention_scaling",   # the module's formula with a chosen length
+                        lambda pos: torch.exp(0.1 * torch.log1p((pos.float() + 1) / length))[:, None, :, None])
+    cfg = CONFIG_MAPPING["beam"](hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                 num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"],
+                                 sliding_window=4, rope_parameters={"full_attention": None, "sliding_attention": {
+                                     "rope_type": "default", "rope_theta": 1e4}})
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    ref = beam.BeamAttention(cfg, layer_idx=1).eval()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.normal_(0, 0.3)
+        ref.gate_bias.zero_()
+    ours = Attention(64, 4, 2, 16, rope_theta=None, qk_norm="head", output_gate=True, norm_eps=cfg.rms_norm_eps,
+                     query_scale={"form": "ssmax", "length": length, "power": 0.1})
+    state = {k.replace("gate_proj", "g_proj"): v for k, v in ref.state_dict().items() if k != "gate_bias"}
+    ours.load_state_dict(state)
+    x = torch.randn(1, 12, 64)
+    pos = torch.arange(12)[None]
+    mask = torch.full((12, 12), float("-inf")).triu(1)[None, None]
+    want, _ = ref(x, None, mask, attention_scaling=beam.compute_attention_scaling(pos))
+    got, _ = ours(x)
+    assert_close("same_algorithm", want, got, torch.float32)

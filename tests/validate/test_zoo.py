@@ -55,7 +55,7 @@ KNOWN_WRONG = {
     "lara_mini": "card: split Gated DeltaNet projections bound to the fused in_proj_qkvz/in_proj_ba roles",
     "mamba2": "wrong logits for the pure Mamba-2 model; the missing field or nn difference is not isolated yet",
     # members that needed rope.theta until the positions were derived, now running into another field
-    "beam": "card: gate_bias [heads] bound as attention sinks; the NoPE layers' query scale (SSMax) not described",
+    "beam": "card+nn: gate_bias [heads] (a per-head bias on the output gate) bound as attention sinks",
     "nemotron_h": "nn+card: the Mamba-2 layer differs from transformers' at layer 0 (attention is NoPE, derived)",
     "nemotron_h_moe": "nn+card: the Mamba-2 layer differs from transformers' at layer 0 (attention is NoPE, derived)",
     "olmo3": "card: norms after the branches bound as pre_mixer/pre_ffn (post-norm placement)",

@@ -7,7 +7,8 @@ attention-logit soft-cap (Gemma 2: cap * tanh(s / cap)); learned attention sinks
 logit per head that takes probability mass and returns nothing); a softmax scale other than
 1/sqrt(d) (Gemma's query_pre_attn_scalar, Granite's attention_multiplier); a sigmoid output gate
 `g_proj` (gated attention); Llama 4's position-dependent query scale (the rope's `llama_4_scaling_beta`,
-Ministral 3); dynamic allocation by `HeadGate` or `Indexer` (archprobe.nn.dynamic).
+Ministral 3) and SSMax's `query_scale` (Beam's NoPE layers); dynamic allocation by `HeadGate` or
+`Indexer` (archprobe.nn.dynamic).
 With a window the cache keeps only the last `window` keys. Fused qkv checkpoints are split on load.
 """
 
@@ -64,7 +65,7 @@ class Attention(nn.Module):
                  gate_in_q: bool = False, rotary_dim: int | None = None, norm_style: str = "standard",
                  rope: Rope | None = None, qkv_bias: bool = False, o_bias: bool = False, scale: float | None = None,
                  softcap: float | None = None, sinks: bool = False, alibi: bool = False,
-                 qk_norm_after_rope: bool = False):
+                 qk_norm_after_rope: bool = False, query_scale: dict | None = None):
         """`gate_in_q`: Qwen3-Next's gated attention, q_proj emits [q | gate] per head (no g_proj).
         `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
         (one norm of head_dim shared by heads), `full` (one over the whole q / k projection),
@@ -84,6 +85,9 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(heads * head_dim, hidden, bias=o_bias)
         self.qk_norm = "head" if qk_norm is True else (qk_norm or None)
         self.qk_norm_after_rope = qk_norm_after_rope   # HunYuan normalises the rotated q and k
+        if query_scale is not None and query_scale.get("form") != "ssmax":
+            raise ValueError(f"query_scale form {query_scale.get('form')!r}: archprobe.nn knows ssmax")
+        self.query_scale = query_scale
         if self.qk_norm not in (None, "head", "full", "per_head_weights"):
             raise ValueError(f"qk_norm must be 'head', 'full' or 'per_head_weights', not {qk_norm!r}")
         if self.qk_norm:
@@ -137,6 +141,10 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None and self.rope.params.get("llama_4_scaling_beta"):
             q = q * self._llama4_query_scale(start, T, x.device).to(q.dtype)
+        if self.query_scale is not None:   # SSMax (Beam): (1 + (t + 1) / L) ** p, t the absolute position
+            t = torch.arange(start, start + T, device=x.device, dtype=torch.float32)
+            s = torch.exp(self.query_scale["power"] * torch.log1p((t + 1) / self.query_scale["length"]))
+            q = (q.float() * s[None, :, None, None]).to(q.dtype)
         keys_idx = self.indexer.keys(x) if self.indexer is not None else None
         if cache is not None:
             k_all, v_all = torch.cat([cache.k, k], 1), torch.cat([cache.v, v], 1)

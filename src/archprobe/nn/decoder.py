@@ -131,6 +131,7 @@ class HybridConfig:
     block: str = "pre"                 # pre | post | sandwich | parallel | parallel_shared (see DecoderLayer)
     norm_placements: tuple | None = None  # which of pre_mixer, pre_ffn, post_mixer, post_ffn exist; None: the block's
     qk_norm_after_rope: bool = False
+    attn_query_scale: dict | None = None  # position-dependent query multiplier (Attention's query_scale)
     rope: Rope | None = None           # scaled / partial / interleaved rope; None: rope_theta, default
     attention_bias: bool = False       # q, k, v projections
     attention_out_bias: bool = False   # o projection
@@ -274,7 +275,7 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          rotary_dim=int(d * cfg.partial_rotary_factor), norm_style=cfg.norm_style, rope=cfg.rope,
                          qkv_bias=cfg.attention_bias, o_bias=cfg.attention_out_bias, scale=cfg.attn_scale,
                          softcap=cfg.attn_softcap, sinks=cfg.attn_sinks, alibi=cfg.alibi,
-                         qk_norm_after_rope=cfg.qk_norm_after_rope)
+                         qk_norm_after_rope=cfg.qk_norm_after_rope, query_scale=cfg.attn_query_scale)
     return None
 
 

@@ -11,8 +11,9 @@ even rows gate, odd rows up), `norm_offset` (RMSNorm applied as 1 + w), `embed_s
 `rope_theta` (a base the modeling file hard-codes), `rope_interleaved` (pairs (0,1),(2,3) rotate
 together: rotate_half on x[..., 0::2], rotate_every_two, view_as_complex), `rope` False (attention
 without positions), `nope_full_layers` (with sliding layers, the full-attention layers run without rope),
-`qk_norm_after_rope`, `positions` (`vaswani` / `tensor2tensor` sinusoidal tables, not stored) with
-`position_offset`; `norm_eps` and `activation` where the modeling file hard-codes them.
+`qk_norm_after_rope`, `nope_query_scale` (the NoPE layers' query multiplier), `positions` (`vaswani` /
+`tensor2tensor` sinusoidal tables, not stored) with `position_offset`; `norm_eps` and `activation` where
+the modeling file hard-codes them.
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                    "(sliding_window=config.sliding_window on every layer)"},
     "llama4_text": {"rope_interleaved": True,
                     "source": "transformers/models/llama4/modeling_llama4.py (apply_rotary_emb, view_as_complex)"},
+    "beam": {"nope_query_scale": {"form": "ssmax", "length": 2048, "power": 0.1},
+             "source": "transformers/models/beam/modeling_beam.py (compute_attention_scaling on NoPE layers)"},
     "jamba": {"rope": False, "source": "transformers/models/jamba/modeling_jamba.py (no rotary embedding)"},
     "xglm": {"positions": "tensor2tensor", "position_offset": 2, "norm_eps": 1e-5,
              "source": "transformers/models/xglm/modeling_xglm.py (XGLMSinusoidalPositionalEmbedding, offset 2; "

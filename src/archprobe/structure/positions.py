@@ -15,7 +15,8 @@ Read in this order, each fact recording its origin:
     config names no rope at all runs its attention without positions (Jamba, Nemotron-H, Kimi Linear:
     the recurrent layers carry the order);
   * the family table (structure/family_defaults.py) for what a modeling file hard-codes: `rope_theta`,
-    `rope_interleaved`, `rope` False, `nope_full_layers`, `qk_norm_after_rope`, `positions`.
+    `rope_interleaved`, `rope` False, `nope_full_layers`, `qk_norm_after_rope`, `nope_query_scale`,
+    `positions`.
 """
 
 from __future__ import annotations
@@ -187,6 +188,10 @@ def _layer_ropes(card: Card, cfg: ConfigView, per_type: dict | None) -> None:
             continue
         if m.qk_norm and cfg.default("qk_norm_after_rope"):
             _set(card, f"{p}.qk_norm_after_rope", True, "default")
+    scale = cfg.default("nope_query_scale")
+    for i, layer in enumerate(card.layers):
+        if scale and layer.mixer.kind in ATTENTION and layer.mixer.rope is False:
+            _set(card, f"layers.{i}.mixer.query_scale", dict(scale), "default")
 
 
 def derive_positions(card: Card, cfg: ConfigView) -> None:

@@ -216,6 +216,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["attn_gate_in_q"] = gate == "fused_in_q_proj"
         out["attn_scale"] = getattr(m, "scale", None)
         out["qk_norm_after_rope"] = bool(getattr(m, "qk_norm_after_rope", None))
+        out["attn_query_scale"] = getattr(m, "query_scale", None)
         no_rope = m.rope is False or m.alibi or card.embed.pos_kind in ("learned", "alibi", "none", "sinusoidal")
         out["rope"] = None if no_rope else _rope(card, out["head_dim"], layer=i)
         out["rope_theta"] = None if out["rope"] is None else out["rope"].theta
