@@ -132,3 +132,20 @@ def test_position_embedding_type_null_is_nope_even_beside_rope_parameters(tmp_pa
     assert config_fields(card)["rope"] is None
     card = _card(tmp_path, {"position_embedding_type": "rope", "rope_theta": 1e4})
     assert card.layers[0].mixer.rope is None and config_fields(card)["rope"].theta == 1e4
+
+
+def test_layer_ropes_and_factor_lists_survive_the_yaml_round_trip(tmp_path):
+    """A user writes the card out, corrects it and hands it back: per-layer ropes come back as Rope."""
+    from archprobe.structure.card import Card
+
+    full = {"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0] * 4, "long_factor": [2.0] * 4,
+            "original_max_position_embeddings": 32}
+    local = {"rope_type": "default", "rope_theta": 5e3}
+    card = _card(tmp_path, {"layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+                            "sliding_window": 4,
+                            "rope_parameters": {"full_attention": full, "sliding_attention": local}})
+    back = Card.from_yaml(card.to_yaml())
+    own = back.layers[0].mixer.layer_rope
+    assert own == card.layers[0].mixer.layer_rope and own.theta == 5e3
+    assert back.rope.scaling["long_factor"] == [2.0] * 4
+    assert config_fields(back)["layer_overrides"] == config_fields(card)["layer_overrides"]
