@@ -107,3 +107,36 @@ def test_ssmax_query_scale_equals_beams_nope_attention(length, monkeypatch):
     want, _ = ref(x, None, mask, attention_scaling=beam.compute_attention_scaling(pos))
     got, _ = ours(x)
     assert_close("same_algorithm", want, got, torch.float32)
+
+
+def test_llama4_temperature_tuning_on_nope_layers_equals_transformers(tmp_path):
+    """Llama 4's NoPE layers scale q by 1 + attn_scale * log(1 + floor((t + 1) / floor_scale)); floor_scale
+    4 makes it act inside a 12-token prompt. The card reads it from the config keys."""
+    import transformers.models.llama4.modeling_llama4 as llama4
+    from transformers import CONFIG_MAPPING
+
+    from archprobe.nn.attention import Attention
+
+    cfg = CONFIG_MAPPING["llama4_text"](hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                        num_hidden_layers=2, no_rope_layers=[1, 0], floor_scale=4, attn_scale=0.3,
+                                        attn_temperature_tuning=True)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    ref = llama4.Llama4TextAttention(cfg, layer_idx=1).eval()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.normal_(0, 0.3)
+    spec = {"form": "log_floor", "beta": 0.3, "length": 4.0, "shift": 1}
+    ours = Attention(64, 4, 2, 16, rope_theta=None, query_scale=spec)
+    ours.load_state_dict(ref.state_dict())
+    x = torch.randn(1, 12, 64)
+    mask = torch.full((12, 12), float("-inf")).triu(1)[None, None]
+    want = ref(x, None, mask)[0]
+    assert_close("same_algorithm", want, ours(x)[0], torch.float32)
+    # the card: NoPE layer 1 gets that spec from attn_temperature_tuning / floor_scale / attn_scale
+    from tests.structure.test_positions import _card
+
+    card = _card(tmp_path, {"rope_theta": 5e5, "no_rope_layers": [1, 0, 1], "attn_temperature_tuning": True,
+                            "floor_scale": 4, "attn_scale": 0.3})
+    assert [layer.mixer.query_scale for layer in card.layers] == [None, spec, None]
+    assert card.origins["layers.1.mixer.query_scale"] == "config:attn_temperature_tuning"

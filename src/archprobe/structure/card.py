@@ -182,8 +182,8 @@ class Mixer:
     alibi: bool | None = None
     scale: float | None = None       # softmax scale when not 1/sqrt(head_dim) (query_pre_attn_scalar, ...)
     qk_norm_after_rope: bool | None = None   # q/k norms applied to the rotated q, k (HunYuan)
-    query_scale: dict | None = None  # position-dependent query multiplier: {form: ssmax, length: L, power: p}
-                                     # = (1 + (t + 1) / L) ** p (Beam's NoPE layers)
+    query_scale: dict | None = None  # position-dependent query multiplier (nn.attention.query_scale_at): ssmax
+                                     # {length, power} (Beam), log_floor {beta, length, shift} (Llama 4)
     kv_lora_rank: int | None = None
     q_lora_rank: int | None = None
     rope_dim: int | None = None

@@ -9,7 +9,8 @@ Read in this order, each fact recording its origin:
     / `rotary_pct` / `rotary_dim`, `rope_interleave`, `layer_rope_theta` (one theta per layer, 0 = NoPE),
     `rope_local_base_freq` (Gemma 3's sliding layers before the per-type form: that base, no scaling),
     `no_rope_layers` (one flag per layer, truthy = rope, as SmolLM3 and Llama 4 read it), `use_rope`,
-    `mla_use_nope`, `use_mem_rope`, `position_embedding_type` (null or "nope": no rope, GraniteMoeHybrid),
+    `mla_use_nope`, `use_mem_rope`, `attn_temperature_tuning` with `floor_scale` / `attn_scale` (Llama 4's
+    NoPE layers scale q), `position_embedding_type` (null or "nope": no rope, GraniteMoeHybrid),
     `scale_embedding`;
   * a documented default: a hybrid (linear-attention or state-space layers beside attention) whose
     config names no rope at all runs its attention without positions (Jamba, Nemotron-H, Kimi Linear:
@@ -188,10 +189,14 @@ def _layer_ropes(card: Card, cfg: ConfigView, per_type: dict | None) -> None:
             continue
         if m.qk_norm and cfg.default("qk_norm_after_rope"):
             _set(card, f"{p}.qk_norm_after_rope", True, "default")
-    scale = cfg.default("nope_query_scale")
+    scale, origin = cfg.default("nope_query_scale"), "default"
+    floor, attn_scale = cfg.first_float("floor_scale"), cfg.first_float("attn_scale")
+    if cfg.get("attn_temperature_tuning") is True and floor and attn_scale is not None:   # Llama 4
+        scale = {"form": "log_floor", "beta": attn_scale, "length": floor, "shift": 1}
+        origin = "config:attn_temperature_tuning"
     for i, layer in enumerate(card.layers):
         if scale and layer.mixer.kind in ATTENTION and layer.mixer.rope is False:
-            _set(card, f"layers.{i}.mixer.query_scale", dict(scale), "default")
+            _set(card, f"layers.{i}.mixer.query_scale", dict(scale), origin)
 
 
 def derive_positions(card: Card, cfg: ConfigView) -> None:
