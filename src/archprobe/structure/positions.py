@@ -133,6 +133,22 @@ def _names_rope(cfg: ConfigView) -> bool:
         "position_embedding_type") is not None
 
 
+def _nope_everywhere(card: Card, cfg: ConfigView) -> str | None:
+    """The origin of "no attention layer rotates" (a config key, the family table, the hybrid default),
+    or None."""
+    for key in ("mla_use_nope", "use_rope", "use_mem_rope"):   # Zamba2's shared attention: use_mem_rope
+        if cfg.get(key) is (key == "mla_use_nope"):
+            return f"config:{key}"
+    if "position_embedding_type" in cfg.text and cfg.text["position_embedding_type"] in (None, "nope", "none"):
+        return "config:position_embedding_type"   # GraniteMoeHybrid builds its rope only for "rope"
+    if cfg.default("rope") is False:
+        return "default"
+    hybrid = any(layer.mixer.kind in RECURRENT for layer in card.layers)
+    if hybrid and not _names_rope(cfg) and cfg.default("rope_theta") is None:
+        return "default"
+    return None
+
+
 def _layer_ropes(card: Card, cfg: ConfigView, per_type: dict | None) -> None:
     n = len(card.layers)
     types = cfg.get("layer_types")
@@ -141,18 +157,8 @@ def _layer_ropes(card: Card, cfg: ConfigView, per_type: dict | None) -> None:
     thetas = thetas if isinstance(thetas, list) and len(thetas) == n and all(_number(t) for t in thetas) else None
     flags = cfg.get("no_rope_layers")
     flags = flags if isinstance(flags, list) and len(flags) == n else None
-    nope_all, nope_origin = False, None
-    for key in ("mla_use_nope", "use_rope", "use_mem_rope"):   # Zamba2's shared attention: use_mem_rope
-        if cfg.get(key) is (key == "mla_use_nope"):
-            nope_all, nope_origin = True, f"config:{key}"
-            break
-    if "position_embedding_type" in cfg.text and cfg.text["position_embedding_type"] in (None, "nope", "none"):
-        nope_all, nope_origin = True, "config:position_embedding_type"   # GraniteMoeHybrid: rope only if "rope"
-    if not nope_all and cfg.default("rope") is False:
-        nope_all, nope_origin = True, "default"
-    hybrid = any(layer.mixer.kind in RECURRENT for layer in card.layers)
-    if not nope_all and hybrid and not _names_rope(cfg) and cfg.default("rope_theta") is None:
-        nope_all, nope_origin = True, "default"
+    nope_origin = _nope_everywhere(card, cfg)
+    nope_all = nope_origin is not None
     local, local_at = cfg.first_float_at("rope_local_base_freq")   # Gemma 3 before rope_parameters per type
     sliding = types is not None and any("sliding" in str(t) for t in types) and cfg.get("sliding_window")
     nope_full = bool(cfg.default("nope_full_layers")) and sliding
