@@ -80,6 +80,10 @@ def probe(config: dict, features: list[dict], present: set[str], gguf_arch: str 
         if fid == "multimodal.vision" and wrapper_unknown:
             return MISSING, f"the multimodal model {declared!r} is not in transformers {version}"
         keys = evidence_config_keys(f)
+        if keys and set(keys) == {"default"} and all(str(e.get("tensor", "")).startswith("config:")
+                                                     for e in f.get("evidence", [])):
+            return HANDLED, (f"fixed behaviour of {type(cfg).__name__}'s family (a default read from transformers' "
+                             "modeling files, structure/family_defaults.py), not a config key")
         if keys and not [e for e in f.get("evidence", []) if not str(e.get("tensor", "")).startswith("config:")]:
             unread = [k for k in keys if k not in defaults]
             if unread:

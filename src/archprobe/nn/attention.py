@@ -6,7 +6,9 @@ q/k/v and o biases; q/k norms per head (Qwen3, Gemma 3) or over the whole projec
 attention-logit soft-cap (Gemma 2: cap * tanh(s / cap)); learned attention sinks (gpt-oss: one extra
 logit per head that takes probability mass and returns nothing); a softmax scale other than
 1/sqrt(d) (Gemma's query_pre_attn_scalar, Granite's attention_multiplier); a sigmoid output gate
-`g_proj` (gated attention); dynamic allocation by `HeadGate` or `Indexer` (archprobe.nn.dynamic);
+`g_proj` (gated attention); a position-dependent query scale (`query_scale_at`: Llama 4's temperature
+tuning and Ministral 3's llama_4_scaling_beta, SSMax on Beam's NoPE layers); dynamic allocation by
+`HeadGate` or `Indexer` (archprobe.nn.dynamic);
 differential attention (Ye et al., arXiv:2410.05258; DiffLlama): two softmax maps per head pair,
 (A1 - lambda A2) V, lambda = exp(lq1.lk1) - exp(lq2.lk2) + lambda_init, then a weightless RMSNorm over
 the pair's 2d channels times (1 - lambda_init).
@@ -59,6 +61,19 @@ def sdpa(q_BTHD, k_BSGD, v_BSGD, mask, scale: float, *, softcap: float | None = 
     return torch.einsum("bhts,bshd->bthd", probs, v)
 
 
+QUERY_SCALES = ("ssmax", "log_floor")
+
+
+def query_scale_at(spec: dict, t: torch.Tensor) -> torch.Tensor:
+    """The query multiplier at absolute positions t [T] (float32):
+    `ssmax` (Beam): (1 + (t + 1) / length) ** power;
+    `log_floor` (Llama 4's temperature tuning on NoPE layers, shift 1; Ministral 3's llama_4_scaling_beta
+    with the rope's original context, shift 0): 1 + beta * log(1 + floor((t + shift) / length))."""
+    if spec["form"] == "ssmax":
+        return torch.exp(float(spec["power"]) * torch.log1p((t + 1) / float(spec["length"])))
+    return 1 + float(spec["beta"]) * torch.log1p(torch.floor((t + float(spec.get("shift", 0))) / float(spec["length"])))
+
+
 class Attention(nn.Module):
     def __init__(self, hidden: int, heads: int, kv_heads: int, head_dim: int, *, rope_theta: float | None = 10000.0,
                  window: int | None = None, qk_norm: bool | str = False, output_gate: bool = False,
@@ -66,7 +81,8 @@ class Attention(nn.Module):
                  gate_in_q: bool = False, rotary_dim: int | None = None, norm_style: str = "standard",
                  rope: Rope | None = None, qkv_bias: bool = False, o_bias: bool = False, scale: float | None = None,
                  softcap: float | None = None, sinks: bool = False, alibi: bool = False,
-                 qk_norm_after_rope: bool = False, differential: float | None = None):
+                 qk_norm_after_rope: bool = False, differential: float | None = None,
+                 query_scale: dict | None = None):
         """`gate_in_q`: Qwen3-Next's gated attention, q_proj emits [q | gate] per head (no g_proj).
         `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
         (one norm of head_dim shared by heads), `full` (one over the whole q / k projection),
@@ -87,6 +103,15 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(heads * head_dim, hidden, bias=o_bias)
         self.qk_norm = "head" if qk_norm is True else (qk_norm or None)
         self.qk_norm_after_rope = qk_norm_after_rope   # HunYuan normalises the rotated q and k
+        if query_scale is None and rope is not None and rope.params.get("llama_4_scaling_beta"):
+            orig = rope.params.get("original_max_position_embeddings") or rope.max_positions
+            if not orig:
+                raise ValueError("llama_4_scaling_beta needs the rope's original_max_position_embeddings")
+            query_scale = {"form": "log_floor", "beta": float(rope.params["llama_4_scaling_beta"]),
+                           "length": orig, "shift": 0}
+        if query_scale is not None and query_scale.get("form") not in QUERY_SCALES:
+            raise ValueError(f"query_scale form {query_scale.get('form')!r}: archprobe.nn knows {QUERY_SCALES}")
+        self.query_scale = query_scale
         if self.qk_norm not in (None, "head", "full", "per_head_weights"):
             raise ValueError(f"qk_norm must be 'head', 'full' or 'per_head_weights', not {qk_norm!r}")
         if self.qk_norm:
@@ -145,6 +170,9 @@ class Attention(nn.Module):
             q, k = self.rope.apply(q, pos), self.rope.apply(k, pos)
         if self.qk_norm in ("head", "per_head_weights") and self.qk_norm_after_rope:
             q, k = self.q_norm(q), self.k_norm(k)
+        if self.query_scale is not None:
+            t = torch.arange(start, start + T, device=x.device, dtype=torch.float32)
+            q = (q.float() * query_scale_at(self.query_scale, t)[None, :, None, None]).to(q.dtype)
         keys_idx = self.indexer.keys(x) if self.indexer is not None else None
         if cache is not None:
             k_all, v_all = torch.cat([cache.k, k], 1), torch.cat([cache.v, v], 1)

@@ -26,6 +26,7 @@ from archprobe.nn.mamba2 import Mamba2Mixer
 from archprobe.nn.mla import MultiHeadLatentAttention
 from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
 from archprobe.nn.norm import NORMS, make_norm
+from archprobe.nn.positions import sinusoidal_positions
 from archprobe.nn.residual import RESIDUALS, AttnResState, PseudoQuery
 from archprobe.nn.rope import Rope
 from archprobe.nn.short_conv import ShortConv
@@ -145,6 +146,7 @@ class HybridConfig:
     block: str = "pre"                 # pre | post | sandwich | parallel | parallel_shared (see DecoderLayer)
     norm_placements: tuple | None = None  # which of pre_mixer, pre_ffn, post_mixer, post_ffn exist; None: the block's
     qk_norm_after_rope: bool = False
+    attn_query_scale: dict | None = None  # position-dependent query multiplier (Attention's query_scale)
     rope: Rope | None = None           # scaled / partial / interleaved rope; None: rope_theta, default
     attention_bias: bool = False       # q, k, v projections
     attention_out_bias: bool = False   # o projection
@@ -158,6 +160,7 @@ class HybridConfig:
     embed_scale: float = 1.0           # Gemma sqrt(H), Granite embedding_multiplier
     learned_positions: int = 0         # rows of a learned absolute position table (GPT-2); 0: none
     position_offset: int = 0           # OPT reads row t + 2
+    sinusoidal_positions: str | None = None  # computed absolute positions: vaswani (CTRL) / tensor2tensor (XGLM)
     embed_norm: bool = False           # BLOOM: a norm right after the embedding
     head_bias: bool = False
     final_norm: bool = True
@@ -300,7 +303,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          rotary_dim=int(d * cfg.partial_rotary_factor), norm_style=cfg.norm_style, rope=cfg.rope,
                          qkv_bias=cfg.attention_bias, o_bias=cfg.attention_out_bias, scale=cfg.attn_scale,
                          softcap=cfg.attn_softcap, sinks=cfg.attn_sinks, alibi=cfg.alibi,
-                         qk_norm_after_rope=cfg.qk_norm_after_rope, differential=cfg.attn_differential)
+                         qk_norm_after_rope=cfg.qk_norm_after_rope, differential=cfg.attn_differential,
+                         query_scale=cfg.attn_query_scale)
     return None
 
 
@@ -443,6 +447,9 @@ class HybridDecoder(nn.Module):
             if int(pos[-1]) >= cfg.learned_positions:
                 raise ValueError(f"position {int(pos[-1])} is beyond the {cfg.learned_positions} learned positions")
             x = x + self.embed_positions(pos)
+        if cfg.sinusoidal_positions:
+            pos = torch.arange(start, start + input_ids.shape[1], device=input_ids.device) + cfg.position_offset
+            x = x + sinusoidal_positions(pos, x.shape[-1], cfg.sinusoidal_positions).to(x.device, x.dtype)
         return self.embed_layernorm(x) if cfg.embed_norm else x
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:

@@ -1,12 +1,14 @@
 """Rotary position embedding, applied at absolute positions so cached keys and new queries agree.
 
 `Rope` is the whole description a layer needs: base theta, how many channels of a head rotate
-(partial rotary), the frequency scaling (`default | linear | dynamic | yarn | llama3 | longrope`,
-with their parameters as config.json spells them) and the channel pairing (`interleaved=False`:
-halves, x[i] with x[i + d/2], Llama/NeoX; `True`: neighbours (0,1),(2,3),..., GPT-J and DeepSeek
-checkpoints). The scaled frequencies follow the formulas of YaRN (arXiv:2309.00071), Llama 3.1's
-wavelength smoothing, LongRoPE (arXiv:2402.13753) and dynamic NTK; the facts were read from
-transformers' `modeling_rope_utils.py`. The attention factor (YaRN, LongRoPE) multiplies cos and sin.
+(partial rotary), the frequency scaling (`default | linear | dynamic | yarn | llama3 | longrope |
+proportional`, with their parameters as config.json spells them; `proportional`, Gemma 4: the whole
+head in halves, the first partial_rotary_factor of its d/2 frequencies at base^(-2i/d), the rest zero)
+and the channel pairing (`interleaved=False`: halves, x[i] with x[i + d/2], Llama/NeoX; `True`:
+neighbours (0,1),(2,3),..., GPT-J, Cohere, GLM and DeepSeek checkpoints). The scaled frequencies
+follow the formulas of YaRN (arXiv:2309.00071), Llama 3.1's wavelength smoothing, LongRoPE
+(arXiv:2402.13753) and dynamic NTK; the facts were read from transformers' `modeling_rope_utils.py`.
+The attention factor (YaRN, LongRoPE) multiplies cos and sin.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope")
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional")
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,7 @@ class Rope:
     theta: float
     dim: int
     kind: str = "default"
-    params: dict = field(default_factory=dict, hash=False, compare=False)
+    params: dict = field(default_factory=dict, hash=False)   # compared: two layers' ropes differ by a factor too
     interleaved: bool = False
     max_positions: int | None = None
 
@@ -51,6 +53,10 @@ class Rope:
             return 1.0 / base ** exps, 1.0
         if self.kind == "linear":
             return 1.0 / base ** exps / self._need("factor"), 1.0
+        if self.kind == "proportional":
+            angles = int(float(p.get("partial_rotary_factor", 1.0)) * d // 2)
+            inv = torch.cat([1.0 / base ** exps[:angles], torch.zeros(d // 2 - angles)])
+            return inv / float(p.get("factor") or 1.0), 1.0
         if self.kind == "dynamic":
             maxpos = self.max_positions or self._need("original_max_position_embeddings")
             factor, n = self._need("factor"), max(seq_len, maxpos)
@@ -129,14 +135,19 @@ def _llama3(inv: torch.Tensor, factor: float, orig: int, low_f: float, high_f: f
 
 
 def rotate(x_BTHD: torch.Tensor, cos_TD: torch.Tensor, sin_TD: torch.Tensor, interleaved: bool = False):
-    """x * cos + rotate_half(x) * sin in float32 (neighbour pairs first de-interleaved to halves)."""
+    """x * cos + rotate_half(x) * sin in float32; neighbour pairs are de-interleaved to halves, rotated,
+    and put back in place, so the output keeps the checkpoint's channel order (a norm or a cache after
+    the rotation sees the channels where the reference has them)."""
     D = x_BTHD.shape[-1]
     h = x_BTHD.float()
     if interleaved:
         h = torch.cat([h[..., 0::2], h[..., 1::2]], dim=-1)
     cos, sin = cos_TD[None, :, None, :], sin_TD[None, :, None, :]
     half = torch.cat([-h[..., D // 2:], h[..., : D // 2]], dim=-1)
-    return (h * cos + half * sin).to(x_BTHD.dtype)
+    out = h * cos + half * sin
+    if interleaved:
+        out = torch.stack([out[..., : D // 2], out[..., D // 2:]], dim=-1).flatten(-2)
+    return out.to(x_BTHD.dtype)
 
 
 def rope_cos_sin(positions: torch.Tensor, dim: int, theta: float):

@@ -181,7 +181,7 @@ def _norms_and_residual(out: Layer, loose: list[Module], H: int, cfg, roles: dic
         roles[f"norm.{place}"] = m
         out.norm[place] = Norm(kind="layer" if m.bias is not None else layer_norm,
                                eps=cfg.first_float("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps",
-                                                   "layernorm_epsilon"),
+                                                   "layernorm_epsilon", "norm_epsilon") or cfg.default("norm_eps"),
                                offset=bool(cfg.default("norm_offset")) or None, bias=m.bias is not None)
     vecs = [v for v in vecs if v not in placements.values()]
     other += vecs

@@ -12,7 +12,8 @@ Card (model level)
   schema ("archprobe.card/1"), model_type (tie-breaker only), architectures, hidden_size, vocab_size,
   num_layers, max_position_embeddings, tie_word_embeddings
   embed: Embedding       scale (multiplier on the embedding output, e.g. gemma sqrt(H)), pos_kind
-                         (`rope` / `learned` / `alibi` / `none`)
+                         (`rope` / `learned` / `sinusoidal` / `alibi` / `none`), sinusoid (its formula),
+                         position_offset
   rope: Rope             theta, type (`default`/`yarn`/`llama3`/`longrope`/`linear`/`dynamic`), factor,
                          original_max_position, partial_rotary_factor, interleaved (pairs (0,1),(2,3)...
                          vs halves), scaling (the raw rope_scaling dict)
@@ -36,7 +37,8 @@ Layer
                 softmax attention: num_heads, num_kv_heads, head_dim, v_head_dim, bias {q,k,v,o: bool},
                 fused_qkv, qk_norm (`per_head` / `full` / None), sliding_window, sinks, logit_soft_cap,
                 output_gate (`sigmoid_g_proj` / `fused_in_q_proj` / `full_rank` / `low_rank` / None),
-                rope (False: NoPE layer), alibi
+                rope (False: NoPE layer), layer_rope (a Rope overriding the model's for this layer:
+                per-layer-type rope_parameters, layer_rope_theta), qk_norm_after_rope, alibi
                 MLA: kv_lora_rank, q_lora_rank, rope_dim, nope_dim (+ v_head_dim), cache_width_per_token
                 indexer {index_topk, index_heads, index_dim} or None (DeepSeek sparse attention)
                 KDA / GDN / Mamba-2: num_heads, head_dim, value_head_dim, conv_kernel, conv_dim, state_size,
@@ -78,7 +80,8 @@ A role is a dotted path into the card; a `.weight` suffix is implied, `.bias` is
 
 Layouts (`part.layout`, a dict)
   `qkv_split`: [q, k, v] row counts of a fused qkv (in that order); `qkv_interleaved`: per-head
-  [q..., k, v] groups (GPT-NeoX / Falcon) instead of three blocks; `gate_up`: `halves` (gate then up)
+  [q..., k, v] groups (GPT-NeoX / Falcon) instead of three blocks, or `mp<N>_<order>` (CodeGen's
+  `mp4_qvk`: N blocks, each its share of q, v, k in that order); `gate_up`: `halves` (gate then up)
   or `interleaved` (gpt-oss: even rows gate, odd rows up); `transposed`: True for Conv1D [in, out]
   storage (GPT-2); `experts`: `enumerated` or `stacked`; `stacked_transposed`: True when a stacked
   bank stores [E, in, out] instead of [E, out, in].
@@ -121,6 +124,8 @@ class Embedding:
     scale: float | None = None       # output multiplier (gemma: sqrt(hidden))
     pos_kind: str | None = None      # rope, learned, alibi, none
     position_offset: int | None = None   # learned positions: row of position t is t + offset (OPT: 2)
+    sinusoid: str | None = None      # pos_kind sinusoidal: `vaswani` (1/10000^(2i/d), CTRL) or `tensor2tensor`
+                                     # (exp(-i ln 10000 / (d/2 - 1)), fairseq / XGLM); [sin | cos] halves
 
 
 @dataclass
@@ -174,9 +179,12 @@ class Mixer:
     logit_soft_cap: float | None = None
     output_gate: str | None = None
     rope: bool | None = None
+    layer_rope: Rope | None = None   # this layer's own rope where it differs from the model's (None: model's)
     alibi: bool | None = None
     scale: float | None = None       # softmax scale when not 1/sqrt(head_dim) (query_pre_attn_scalar, ...)
     qk_norm_after_rope: bool | None = None   # q/k norms applied to the rotated q, k (HunYuan)
+    query_scale: dict | None = None  # position-dependent query multiplier (nn.attention.query_scale_at): ssmax
+                                     # {length, power} (Beam), log_floor {beta, length, shift} (Llama 4)
     kv_lora_rank: int | None = None
     q_lora_rank: int | None = None
     rope_dim: int | None = None

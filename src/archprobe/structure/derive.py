@@ -18,6 +18,7 @@ from archprobe.structure.bind_layer import bind_layer, common_prefix_len
 from archprobe.structure.card import Card
 from archprobe.structure.config import ConfigView
 from archprobe.structure.modules import Module, group_modules, words
+from archprobe.structure.positions import derive_positions
 from archprobe.structure.tensors import TensorTable, build_table
 
 HEAD_WORDS = {"lm_head", "head", "output", "unembed", "embed_out", "classifier", "logits"}
@@ -133,6 +134,8 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
     if pos:
         roles["pos_embed"] = pos[0]
         card.embed.pos_kind, card.origins["embed.pos_kind"] = "learned", "shape"
+        if P and pos[0].shape[0] == P + 2:   # OPT, BioGPT, BART: position t reads row t + 2 (fairseq's offset)
+            card.embed.position_offset, card.origins["embed.position_offset"] = 2, "shape"
     queries = [m for m in mods.values() if m.shape == (1, H)]
     vecs = [m for m in mods.values() if m.shape == (H,)]
     squares = [m for m in mods.values() if m.shape == (H, H) and id(m) not in set(map(id, roles.values()))]
@@ -214,35 +217,15 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     """What shapes cannot say: rope, eps, activation, top-k, scoring, windows, soft-caps, embedding scale."""
     mp, where = cfg.first_int_at("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
     _set(card, "max_position_embeddings", mp, f"config:{where}")
-    rope = cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else None
-    params = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else None
-    theta, where = cfg.first_float_at("rope_theta", "rotary_emb_base", "rope_base")
-    if theta is None and params and isinstance(params.get("rope_theta"), (int, float)):
-        theta, where = float(params["rope_theta"]), "rope_parameters.rope_theta"
-    _set(card, "rope.theta", theta, f"config:{where}")
-    scaling = rope or params
-    if scaling:
-        kind = scaling.get("rope_type") or scaling.get("type")
-        if isinstance(kind, str):
-            _set(card, "rope.type", kind, "config:rope_scaling")
-        f = scaling.get("factor")
-        if isinstance(f, (int, float)) and not isinstance(f, bool) and math.isfinite(f):
-            _set(card, "rope.factor", float(f), "config:rope_scaling.factor")
-        om = scaling.get("original_max_position_embeddings")
-        if isinstance(om, int) and not isinstance(om, bool) and om > 0:
-            _set(card, "rope.original_max_position", om, "config:rope_scaling.original_max_position_embeddings")
-        card.rope.scaling = {k: v for k, v in scaling.items() if isinstance(v, (int, float, str, bool))}
-    if isinstance(cfg.get("rope_interleave"), bool):
-        _set(card, "rope.interleaved", cfg.get("rope_interleave"), "config:rope_interleave")
-    prf, where = cfg.first_float_at("partial_rotary_factor", "rotary_pct")
-    _set(card, "rope.partial_rotary_factor", prf, f"config:{where}")
-    eps = cfg.first_float("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps", "layernorm_epsilon")
+    eps = cfg.first_float("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps",
+                          "layernorm_epsilon", "norm_epsilon") or cfg.default("norm_eps")
     if eps is not None:
         card.final_norm.eps = eps
     if cfg.default("norm_offset"):
         _set(card, "final_norm.offset", True, "default")
     soft, where = cfg.first_float_at("final_logit_softcapping", "logits_soft_cap")
     _set(card, "head.soft_cap", soft, f"config:{where}")
+    _set(card, "head.scale", cfg.first_float("logit_scale"), "config:logit_scale")   # Cohere: logits * scale
     if cfg.default("embed_scale") == "sqrt_hidden" and card.hidden_size:
         _set(card, "embed.scale", math.sqrt(card.hidden_size), "default")
     mult, where = cfg.first_float_at("embedding_multiplier", "scale_emb")
@@ -250,13 +233,11 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     alibi = cfg.get("alibi") is True or bool(cfg.default("alibi"))
     if alibi:
         _set(card, "embed.pos_kind", "alibi", "config:alibi" if cfg.get("alibi") is True else "default")
-    elif card.embed.pos_kind is None and card.rope.theta is not None:
-        _set(card, "embed.pos_kind", "rope", "config:rope_theta")
-
+    derive_positions(card, cfg)      # rope (model and per layer), NoPE layers, sinusoidal positions
     _hard_coded_positions(card, cfg)
     act, act_where = cfg.first_str_at("hidden_act", "hidden_activation", "activation_function", "mlp_hidden_act",
                                       "ffn_act_fn", "activation")
-    if act is None and cfg.default("activation"):
+    if act is None and cfg.default("activation"):    # hard-coded in the modeling file (CTRL's ReLU, LFM2's SiLU)
         act, act_where = cfg.default("activation"), None
     top_k, k_where = cfg.first_int_at("num_experts_per_tok", "num_experts_per_token", "experts_per_token", "moe_top_k",
                                       "moe_topk", "top_k",
@@ -272,7 +253,6 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     window, w_where = cfg.first_int_at("sliding_window", "attention_window_size")
     types = cfg.get("layer_types")
     attn_cap, ac_where = cfg.first_float_at("attn_logit_softcapping")
-    nope = cfg.get("mla_use_nope") is True or cfg.get("use_rope") is False
     gate_lb = cfg.first_float("gate_lower_bound")
     sliding_all = bool(cfg.default("sliding_all")) and cfg.get("use_sliding_window", True) is not False
     for i, layer in enumerate(card.layers):
@@ -285,9 +265,6 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             elif window and sliding_all:
                 _set(card, f"{p}.mixer.sliding_window", window, "default")
             _set(card, f"{p}.mixer.logit_soft_cap", attn_cap, f"config:{ac_where}")
-            if nope:
-                _set(card, f"{p}.mixer.rope", False, "config:mla_use_nope" if cfg.get("mla_use_nope") else
-                     "config:use_rope")
             if alibi:
                 _set(card, f"{p}.mixer.alibi", True, "default")
         if m.kind == "mamba":      # RMS norms on dt, B, C: weightless (FalconMamba's mixer_rms_eps) or stored (Jamba)

@@ -3,10 +3,17 @@ naming the transformers file it was read from. Looked up by `model_type` only af
 HF-conventional keys have had their say; a field set from here has origin `default`.
 
 Keys: `conv1d_transposed` (weights stored [in, out]), `qkv_layout` (a fused qkv's row order:
-`per_head` = [q, k, v] per head, `grouped` = per KV group [q..., k, v]), `gate_up` (`interleaved` =
+`per_head` = [q, k, v] per head, `grouped` = per KV group [q..., k, v], `mp4_qvk` = 4 blocks of
+[q, v, k]), `gate_up` (`interleaved` =
 even rows gate, odd rows up), `norm_offset` (RMSNorm applied as 1 + w), `embed_scale` (`sqrt_hidden`),
 `alibi`, `parallel` (attention and MLP read the same normalised input), `post_norm`, `scoring`
-(router), `sliding_all` (every attention layer uses `sliding_window`).
+(router), `sliding_all` (every attention layer uses `sliding_window`); positions (structure/positions.py):
+`rope_theta` (a base the modeling file hard-codes), `rope_interleaved` (pairs (0,1),(2,3) rotate
+together: rotate_half on x[..., 0::2], rotate_every_two, view_as_complex), `rope` False (attention
+without positions), `nope_full_layers` (with sliding layers, the full-attention layers run without rope),
+`qk_norm_after_rope`, `nope_query_scale` (the NoPE layers' query multiplier), `positions` (`vaswani` /
+`tensor2tensor` sinusoidal tables, not stored) with `position_offset`; `norm_eps` and `activation` where
+the modeling file hard-codes them.
 """
 
 from __future__ import annotations
@@ -34,11 +41,17 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                     "source": "transformers/models/gemma3/modeling_gemma3.py"},
     "qwen3_next": {"norm_offset": True,
                    "source": "transformers/models/qwen3_next/modeling_qwen3_next.py (Qwen3NextRMSNorm 1 + weight)"},
-    "gptj": {"parallel": True, "source": "transformers/models/gptj/modeling_gptj.py (attn and mlp on ln_1)"},
-    "codegen": {"parallel": True, "source": "transformers/models/codegen/modeling_codegen.py"},
+    "gptj": {"parallel": True, "source": "transformers/models/gptj/modeling_gptj.py (attn and mlp on ln_1; "
+             "create_sinusoidal_positions base 10000, rotate_every_two)", "rope_theta": 10000.0,
+             "rope_interleaved": True},
+    "codegen": {"parallel": True, "source": "transformers/models/codegen/modeling_codegen.py (base 10000, "
+                "rotate_every_two; qkv_split into mp_num=4 blocks of [query, value, key])", "rope_theta": 10000.0,
+                "rope_interleaved": True, "qkv_layout": "mp4_qvk"},
     "phi": {"parallel": True, "source": "transformers/models/phi/modeling_phi.py (attn and mlp on input_layernorm)"},
-    "cohere": {"parallel": True, "source": "transformers/models/cohere/modeling_cohere.py"},
-    "cohere2": {"parallel": True, "source": "transformers/models/cohere2/modeling_cohere2.py"},
+    "cohere": {"parallel": True, "source": "transformers/models/cohere/modeling_cohere.py (rotate_half on x[..., ::2])",
+               "rope_interleaved": True},
+    "cohere2": {"parallel": True, "source": "transformers/models/cohere2/modeling_cohere2.py (rope only where "
+                "sliding_window)", "rope_interleaved": True, "nope_full_layers": True},
     "mistral": {"sliding_all": True, "source": "transformers/models/mistral/modeling_mistral.py"},
     "mixtral": {"sliding_all": True, "source": "transformers/models/mixtral/modeling_mixtral.py"},
     "deepseek_v3": {"scoring": "sigmoid", "source": "transformers/models/deepseek_v3/modeling_deepseek_v3.py "
@@ -58,10 +71,51 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "glm_moe_dsa": {"indexer_rope_interleaved": True, "rope_interleaved": True,
                     "source": "transformers/models/glm_moe_dsa/modeling_glm_moe_dsa.py (apply_rotary_pos_emb_"
                               "interleave in the MLA and in GlmMoeDsaIndexer)"},
-    "kimi_linear": {"scoring": "sigmoid", "source": "transformers/models/kimi_linear/modeling_kimi_linear.py"},
-    "nemotron_h": {"scoring": "sigmoid", "source": "transformers/models/nemotron_h/modeling_nemotron_h.py"},
+    "kimi_linear": {"scoring": "sigmoid", "source": "transformers/models/kimi_linear/modeling_kimi_linear.py (MLA "
+                    "without rotary)", "rope": False},
+    "nemotron_h": {"scoring": "sigmoid", "source": "transformers/models/nemotron_h/modeling_nemotron_h.py (attention "
+                   "without rotary)", "rope": False},
     "minimax": {"scoring": "softmax", "source": "transformers/models/minimax/modeling_minimax.py"},
-    "opt": {"post_norm_key": "do_layer_norm_before", "source": "transformers/models/opt/modeling_opt.py"},
+    "opt": {"post_norm_key": "do_layer_norm_before", "source": "transformers/models/opt/modeling_opt.py (nn.LayerNorm"
+            "'s default eps)", "norm_eps": 1e-5},
+    # positions (structure/positions.py), each read from the family's modeling file
+    "cohere2_moe": {"rope_interleaved": True, "nope_full_layers": True,
+                    "source": "transformers/models/cohere2_moe/modeling_cohere2_moe.py"},
+    "exaone4": {"nope_full_layers": True,
+                "source": "transformers/models/exaone4/modeling_exaone4.py (rope if sliding_window is None or "
+                          "is_sliding)"},
+    "exaone_moe": {"nope_full_layers": True, "source": "transformers/models/exaone_moe/modeling_exaone_moe.py"},
+    "kolibri1": {"nope_full_layers": True, "source": "transformers/models/kolibri1/modeling_kolibri1.py"},
+    "flint": {"nope_full_layers": True, "source": "transformers/models/flint/modeling_flint.py (rope only where "
+              "sliding_window)"},
+    "afmoe": {"nope_full_layers": True, "source": "transformers/models/afmoe/modeling_afmoe.py (rope only on "
+              "is_local_attention layers)"},
+    "helium": {"rope_interleaved": True, "source": "transformers/models/helium/modeling_helium.py"},
+    "ernie4_5": {"rope_interleaved": True, "source": "transformers/models/ernie4_5/modeling_ernie4_5.py"},
+    "ernie4_5_moe": {"rope_interleaved": True,
+                     "source": "transformers/models/ernie4_5_moe/modeling_ernie4_5_moe.py"},
+    "glm": {"rope_interleaved": True, "source": "transformers/models/glm/modeling_glm.py"},
+    "glm4": {"rope_interleaved": True, "source": "transformers/models/glm4/modeling_glm4.py"},
+    "deepseek_v2": {"rope_interleaved": True,
+                    "source": "transformers/models/deepseek_v2/modeling_deepseek_v2.py (view_as_complex pairs)"},
+    "hunyuan_v1_dense": {"qk_norm_after_rope": True,
+                         "source": "transformers/models/hunyuan_v1_dense/modeling_hunyuan_v1_dense.py "
+                                   "(query_layernorm after apply_rotary_pos_emb)"},
+    "hunyuan_v1_moe": {"qk_norm_after_rope": True,
+                       "source": "transformers/models/hunyuan_v1_moe/modeling_hunyuan_v1_moe.py"},
+    "ministral3": {"sliding_all": True, "source": "transformers/models/ministral3/modeling_ministral3.py "
+                   "(sliding_window=config.sliding_window on every layer)"},
+    "llama4_text": {"rope_interleaved": True,
+                    "source": "transformers/models/llama4/modeling_llama4.py (apply_rotary_emb, view_as_complex)"},
+    "beam": {"nope_query_scale": {"form": "ssmax", "length": 2048, "power": 0.1},
+             "source": "transformers/models/beam/modeling_beam.py (compute_attention_scaling on NoPE layers)"},
+    "jamba": {"rope": False, "source": "transformers/models/jamba/modeling_jamba.py (no rotary embedding)"},
+    "xglm": {"positions": "tensor2tensor", "position_offset": 2, "norm_eps": 1e-5,
+             "source": "transformers/models/xglm/modeling_xglm.py (XGLMSinusoidalPositionalEmbedding, offset 2; "
+                       "nn.LayerNorm's default eps)"},
+    "ctrl": {"positions": "vaswani", "embed_scale": "sqrt_hidden", "activation": "relu",
+             "source": "transformers/models/ctrl/modeling_ctrl.py (positional_encoding; inputs_embeds * "
+                       "sqrt(d_model_size); point_wise_feed_forward_network's nn.ReLU)"},
 }
 
 

@@ -128,17 +128,30 @@ def _norm_kind(norm, path: str, has_weight: bool, has_bias: bool) -> str:
     raise Unsupported(f"{path}.kind {kind!r}: archprobe.nn knows rms and layer norms")
 
 
-def _rope(card, head_dim: int | None, rope_dim: int | None = None):
-    """The model's Rope for a head of `head_dim` (or exactly `rope_dim` channels for MLA)."""
+def _rope(card, head_dim: int | None, rope_dim: int | None = None, layer: int | None = None):
+    """The Rope of layer `layer` (its mixer's layer_rope over the model's) for a head of `head_dim` (or
+    exactly `rope_dim` channels for MLA). A layer rope naming its own type brings its own scaling."""
     from archprobe.nn.rope import ROPE_TYPES, Rope
 
+    own = card.layers[layer].mixer.layer_rope if layer is not None else None
     r = card.rope
-    theta = _need(r.theta, "rope.theta")
+    if own is not None:   # a layer rope with a type is a whole rope dict (rope_parameters[layer type])
+        merged = {name: getattr(own, name) if getattr(own, name) is not None else getattr(r, name)
+                  for name in ("theta", "type", "interleaved")}
+        scaled = own if own.type is not None else r
+        r = type(r)(factor=scaled.factor, original_max_position=scaled.original_max_position,
+                    scaling=scaled.scaling, partial_rotary_factor=scaled.partial_rotary_factor, **merged)
+    theta = _need(r.theta, "rope.theta", "the rotary base; or embed.pos_kind none / layers.N.mixer.rope false "
+                  "for attention without rope")
     kind = r.type or "default"
     if kind not in ROPE_TYPES:
         raise Unsupported(f"rope.type {kind!r} (archprobe.nn knows {', '.join(ROPE_TYPES)})")
     params = dict(r.scaling or {})   # the card's raw rope dict: factors and lists the fields do not name
-    if rope_dim is None:
+    if rope_dim is None and kind == "proportional":   # the whole head; the fraction picks frequencies
+        if r.partial_rotary_factor is not None:
+            params["partial_rotary_factor"] = r.partial_rotary_factor
+        dim = head_dim
+    elif rope_dim is None:
         fraction = r.partial_rotary_factor
         if fraction is None:
             fraction = params.get("partial_rotary_factor", 1.0)
@@ -215,8 +228,9 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["attn_gate_in_q"] = gate == "fused_in_q_proj"
         out["attn_scale"] = getattr(m, "scale", None)
         out["qk_norm_after_rope"] = bool(getattr(m, "qk_norm_after_rope", None))
-        no_rope = m.rope is False or m.alibi or card.embed.pos_kind in ("learned", "alibi", "none")
-        out["rope"] = None if no_rope else _rope(card, out["head_dim"])
+        out["attn_query_scale"] = getattr(m, "query_scale", None)
+        no_rope = m.rope is False or m.alibi or card.embed.pos_kind in ("learned", "alibi", "none", "sinusoidal")
+        out["rope"] = None if no_rope else _rope(card, out["head_dim"], layer=i)
         out["rope_theta"] = None if out["rope"] is None else out["rope"].theta
     elif mk == "mla":
         heads = _need(m.num_heads, f"{p}.mixer.num_heads")
@@ -229,7 +243,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         if m.rope is False:
             out.update(mla_use_nope=True, rope=None)
         else:
-            out.update(mla_use_nope=False, rope=_rope(card, None, rope_dim))
+            out.update(mla_use_nope=False, rope=_rope(card, None, rope_dim, layer=i))
         scale = getattr(m, "scale", None)
         out["attn_scale"] = scale if scale is not None else (nope + rope_dim) ** -0.5 * _yarn_mscale(card)
         if m.indexer is not None:      # DSA: each query reads only its top-k keys by the indexer's scores
@@ -414,6 +428,8 @@ def config_fields(card, n_run: int | None = None) -> dict:
         **{k: v for k, v in base.items()})
     if learned:
         cfg_fields["learned_positions"] = learned
+    if pos == "sinusoidal":
+        cfg_fields["sinusoidal_positions"] = _need(embed.sinusoid, "embed.sinusoid", "vaswani or tensor2tensor")
     # MXFP4 experts (compressed-tensors `weight_packed` U8 without `weight_shape`) stay packed in memory and
     # are dequantized per routed expert, so a streamed MoE layer costs its packed size
     packed = [r for r in roles if ".ffn.experts." in r and r.endswith("#weight_packed")]
@@ -572,15 +588,20 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
         if body.startswith("self_attn.qkv"):
             transposed = bool(mlay.get("transposed")) and not bias
             heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-            interleaved = mlay.get("qkv_interleaved") not in (None, False, "blocks")
+            blocks = re.fullmatch(r"mp(\d+)_([qkv]{3})", str(mlay.get("qkv_interleaved")))
+            interleaved = mlay.get("qkv_interleaved") not in (None, False, "blocks") and not blocks
             if mlay.get("qkv_interleaved") == "per_head" and heads != kvh:
                 raise Unsupported(f"a per-head interleaved fused qkv with {heads} heads and {kvh} kv heads")
             split = mlay.get("qkv_split") or [heads * d, kvh * d, kvh * d]
             leaf = ".bias" if bias else ".weight"
 
             def qkv(t, which, transposed=transposed, interleaved=interleaved, split=split, heads=heads, kvh=kvh,
-                    d=d):
+                    d=d, blocks=blocks):
                 t = t.t() if transposed else t
+                if blocks:   # CodeGen: mp blocks, each [three parts in `order`], the heads' rows mp-major
+                    mp, order = int(blocks.group(1)), blocks.group(2)
+                    g = t.reshape(mp, 3, t.shape[0] // (3 * mp), *t.shape[1:])
+                    return g[:, order.index(which)].reshape(-1, *t.shape[1:]).contiguous()
                 if interleaved:   # per kv group: [q heads of the group..., k, v], each d rows
                     g = t.reshape(kvh, heads // kvh + 2, d, *t.shape[1:])
                     pick = {"q": g[:, : heads // kvh], "k": g[:, heads // kvh], "v": g[:, heads // kvh + 1]}[which]
