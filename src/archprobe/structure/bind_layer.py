@@ -180,8 +180,7 @@ def _norms_and_residual(out: Layer, loose: list[Module], H: int, cfg, roles: dic
     for place, m in placements.items():
         roles[f"norm.{place}"] = m
         out.norm[place] = Norm(kind="layer" if m.bias is not None else layer_norm,
-                               eps=cfg.first_float("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps",
-                                                   "layernorm_epsilon"),
+                               eps=norm_eps(cfg),
                                offset=bool(cfg.default("norm_offset")) or None, bias=m.bias is not None)
     vecs = [v for v in vecs if v not in placements.values()]
     other += vecs
@@ -208,10 +207,21 @@ def common_prefix_len(a: str, b: str) -> int:
     return n
 
 
+NORM_EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps", "layernorm_epsilon",
+                 "norm_epsilon")
+
+
+def norm_eps(cfg) -> float | None:
+    """The norms' eps from its config key, else the family's hard-coded one (OPT's torch default)."""
+    eps = cfg.first_float(*NORM_EPS_KEYS)
+    return eps if eps is not None else cfg.default("norm_eps")
+
+
 def _norm_kind(cfg) -> str:
     if cfg.get("rms_norm_eps") is not None or "rms" in str(cfg.get("norm_type", "")).lower():
         return "rms"
-    if any(cfg.get(k) is not None for k in ("layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon")):
+    if any(cfg.get(k) is not None for k in ("layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon",
+                                            "norm_epsilon")):
         return "layer"
     return "rms"
 

@@ -14,7 +14,7 @@ from collections import Counter
 
 from archprobe.formats.quant import classify, summarize
 from archprobe.formats.sources import RawCheckpoint
-from archprobe.structure.bind_layer import bind_layer, common_prefix_len
+from archprobe.structure.bind_layer import bind_layer, common_prefix_len, norm_eps
 from archprobe.structure.card import Card
 from archprobe.structure.config import ConfigView
 from archprobe.structure.modules import Module, group_modules, words
@@ -118,6 +118,8 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
     if pos:
         roles["pos_embed"] = pos[0]
         card.embed.pos_kind, card.origins["embed.pos_kind"] = "learned", "shape"
+        if P and pos[0].shape[0] == P + 2:     # OPT / BioGPT keep 2 rows before position 0 (padding offset)
+            card.embed.position_offset, card.origins["embed.position_offset"] = 2, "shape"
     queries = [m for m in mods.values() if m.shape == (1, H)]
     vecs = [m for m in mods.values() if m.shape == (H,)]
     squares = [m for m in mods.values() if m.shape == (H, H) and id(m) not in set(map(id, roles.values()))]
@@ -176,6 +178,36 @@ def _set(card: Card, path: str, value, origin: str) -> None:
         card.set(path, value, origin)
 
 
+def _scales(card: Card, cfg: ConfigView) -> None:
+    """Multipliers on the embedding, the branches, the softmax and the logits, by their config keys'
+    meaning in transformers (granite, minicpm3, gemma2/3, cohere, biogpt modeling files)."""
+    H = card.hidden_size
+    if cfg.get("scale_embedding") is True and H:          # BioGPT, XGLM, M2M100: embed_scale = sqrt(H)
+        _set(card, "embed.scale", math.sqrt(H), "config:scale_embedding")
+    logit, where = cfg.first_float_at("logit_scale")          # Cohere: logits * logit_scale
+    _set(card, "head.scale", logit, f"config:{where}")
+    div, where = cfg.first_float_at("logits_scaling")         # Granite: logits / logits_scaling
+    if div:
+        multiplies = cfg.default("logits_scaling") == "multiply"   # HyperCLOVA X multiplies instead
+        _set(card, "head.scale", div if multiplies else 1.0 / div, f"config:{where}" if not multiplies else "default")
+    base, _ = cfg.first_float_at("dim_model_base")               # MiniCPM: hidden / (H / dim_model_base)
+    if base and H and cfg.get("scale_depth") is not None:
+        _set(card, "head.scale", base / H, "config:dim_model_base")
+    res, r_where = cfg.first_float_at("residual_multiplier")     # Granite: x + m * branch(x)
+    depth, _ = cfg.first_float_at("scale_depth")                 # MiniCPM: m = scale_depth / sqrt(layers)
+    n = cfg.first_int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    if res is None and depth is not None and n:
+        res, r_where = depth / math.sqrt(n), "scale_depth"
+    att, a_where = cfg.first_float_at("attention_multiplier")    # Granite: the softmax scale itself
+    qpas, _ = cfg.first_float_at("query_pre_attn_scalar")        # Gemma 2/3: scale = qpas ** -0.5
+    if att is None and qpas:
+        att, a_where = qpas ** -0.5, "query_pre_attn_scalar"
+    for i, layer in enumerate(card.layers):
+        _set(card, f"layers.{i}.residual.multiplier", res, f"config:{r_where}")
+        if layer.mixer.kind in ("gqa", "mha", "mqa"):
+            _set(card, f"layers.{i}.mixer.scale", att, f"config:{a_where}")
+
+
 def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     """What shapes cannot say: rope, eps, activation, top-k, scoring, windows, soft-caps, embedding scale."""
     mp, where = cfg.first_int_at("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
@@ -202,7 +234,7 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         _set(card, "rope.interleaved", cfg.get("rope_interleave"), "config:rope_interleave")
     prf, where = cfg.first_float_at("partial_rotary_factor", "rotary_pct")
     _set(card, "rope.partial_rotary_factor", prf, f"config:{where}")
-    eps = cfg.first_float("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps", "layernorm_epsilon")
+    eps = norm_eps(cfg)
     if eps is not None:
         card.final_norm.eps = eps
     if cfg.default("norm_offset"):
@@ -213,13 +245,19 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         _set(card, "embed.scale", math.sqrt(card.hidden_size), "default")
     mult, where = cfg.first_float_at("embedding_multiplier", "scale_emb")
     _set(card, "embed.scale", mult, f"config:{where}")
+    _scales(card, cfg)
     alibi = cfg.get("alibi") is True or bool(cfg.default("alibi"))
     if alibi:
         _set(card, "embed.pos_kind", "alibi", "config:alibi" if cfg.get("alibi") is True else "default")
     elif card.embed.pos_kind is None and card.rope.theta is not None:
         _set(card, "embed.pos_kind", "rope", "config:rope_theta")
     act, act_where = cfg.first_str_at("hidden_act", "hidden_activation", "activation_function", "mlp_hidden_act",
-                                      "ffn_act_fn", "activation")
+                                      "ffn_act_fn", "activation", "afn")
+    if act is None and isinstance(cfg.get("ffn_act_fn"), dict):      # DBRX: ffn_config.ffn_act_fn {"name": ...}
+        name = cfg.get("ffn_act_fn").get("name")
+        act, act_where = (name, "ffn_act_fn.name") if isinstance(name, str) and name else (None, None)
+    if act is None and cfg.default("activation"):
+        act, act_where = cfg.default("activation"), None
     top_k, k_where = cfg.first_int_at("num_experts_per_tok", "num_experts_per_token", "experts_per_token", "moe_top_k",
                                       "moe_topk", "top_k",
                                       "moe_k",
@@ -260,7 +298,7 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
                 card.origins.setdefault(f"{p}.mixer.{name}", "shape")
         if f.kind != "none" and act:
             a = act.lower()
-            _set(card, f"{p}.ffn.activation", a, f"config:{act_where}")
+            _set(card, f"{p}.ffn.activation", a, f"config:{act_where}" if act_where else "default")
         if f.kind in ("moe", "latent_moe"):
             _set(card, f"{p}.ffn.top_k", top_k, f"config:{k_where}")
             if scoring:

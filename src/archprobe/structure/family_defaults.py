@@ -6,7 +6,8 @@ Keys: `conv1d_transposed` (weights stored [in, out]), `qkv_layout` (a fused qkv'
 `per_head` = [q, k, v] per head, `grouped` = per KV group [q..., k, v]), `gate_up` (`interleaved` =
 even rows gate, odd rows up), `norm_offset` (RMSNorm applied as 1 + w), `embed_scale` (`sqrt_hidden`),
 `alibi`, `parallel` (attention and MLP read the same normalised input), `post_norm`, `scoring`
-(router), `sliding_all` (every attention layer uses `sliding_window`).
+(router), `sliding_all` (every attention layer uses `sliding_window`), `activation` (hard-coded, no
+config key), `norm_eps` (hard-coded), `logits_scaling` (`multiply` where the family multiplies).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                                                      "(qkv.view(..., heads, 3 * head_dim))"},
     "persimmon": {"qkv_layout": "per_head", "source": "transformers/models/persimmon/modeling_persimmon.py "
                                                       "(_split_heads)"},
-    "bloom": {"qkv_layout": "per_head", "alibi": True,
-              "source": "transformers/models/bloom/modeling_bloom.py (_reshape, build_alibi_tensor)"},
+    "bloom": {"qkv_layout": "per_head", "alibi": True, "activation": "gelu_tanh",
+              "source": "transformers/models/bloom/modeling_bloom.py (_reshape, build_alibi_tensor, BloomGelu)"},
     "falcon": {"qkv_layout": "grouped", "source": "transformers/models/falcon/modeling_falcon.py (_split_heads)"},
-    "mpt": {"alibi": True, "source": "transformers/models/mpt/modeling_mpt.py (build_mpt_alibi_tensor)"},
+    "mpt": {"alibi": True, "activation": "gelu",
+            "source": "transformers/models/mpt/modeling_mpt.py (build_mpt_alibi_tensor, nn.GELU(approximate='none'))"},
     "gpt_oss": {"gate_up": "interleaved", "scoring": "softmax",
                 "source": "transformers/models/gpt_oss/modeling_gpt_oss.py (gate_up[..., ::2], [..., 1::2]; "
                           "softmax over the top-k router logits)"},
@@ -48,7 +50,12 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "kimi_linear": {"scoring": "sigmoid", "source": "transformers/models/kimi_linear/modeling_kimi_linear.py"},
     "nemotron_h": {"scoring": "sigmoid", "source": "transformers/models/nemotron_h/modeling_nemotron_h.py"},
     "minimax": {"scoring": "softmax", "source": "transformers/models/minimax/modeling_minimax.py"},
-    "opt": {"post_norm_key": "do_layer_norm_before", "source": "transformers/models/opt/modeling_opt.py"},
+    "opt": {"post_norm_key": "do_layer_norm_before", "norm_eps": 1e-5,
+            "source": "transformers/models/opt/modeling_opt.py (nn.LayerNorm(embed_dim) at torch's eps 1e-5)"},
+    "hyperclovax": {"logits_scaling": "multiply", "source": "transformers/models/hyperclovax/modeling_hyperclovax.py "
+                                                            "(lm_head(h) * logits_scaling; Granite divides)"},
+    "vaultgemma": {"norm_offset": True, "embed_scale": "sqrt_hidden",
+                   "source": "transformers/models/vaultgemma/modeling_vaultgemma.py (1 + weight, hidden_size**0.5)"},
 }
 
 
