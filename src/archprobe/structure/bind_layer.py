@@ -253,8 +253,12 @@ def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
             out.parallel = True
         return {"pre_mixer" if has_mixer or not has_ffn else "pre_ffn": vecs[0]}
     if n == 2:
-        post = cfg.get("do_layer_norm_before") is False or cfg.get("apply_residual_connection_post_layernorm") is True
+        post = cfg.get("apply_residual_connection_post_layernorm") is True
+        # a norm named after the FFN's output (OLMo 2's post_feedforward_layernorm) makes the pair post-norms
+        post = post or any((words(m.path) | {m.leaf}) & PLACEMENT_WORDS["post_ffn"] for m in vecs)
         a, b = sorted(vecs, key=lambda m: (-_mixer_side(m), m.path))
+        if cfg.get("do_layer_norm_before") is False or cfg.default("post_ln"):   # OPT-350m, GPT-1: norm(x + f(x))
+            return {"post_mixer_sum": a, "post_ffn_sum": b}
         if bool(cfg.get("parallel_attn")) or cfg.get("use_parallel_residual") is True:
             out.parallel = True
         if post:
@@ -263,12 +267,32 @@ def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
     order = ["pre_mixer", "post_mixer", "pre_ffn", "post_ffn"]
     picked: dict[str, Module] = {}
     rest = list(vecs)
-    for place in order:          # names first, then whatever is left in order
-        hit = next((m for m in rest if (words(m.path) | {m.leaf}) & PLACEMENT_WORDS[place]
-                    and not (place == "pre_ffn" and "post_attention_layernorm" in words(m.path) and n >= 4)), None)
+    ambiguous = "post_attention_layernorm"   # Llama: before the FFN; Gemma 2: after the attention
+
+    def named(m: Module, place: str) -> bool:
+        w = words(m.path) | {m.leaf}
+        if ambiguous in w:
+            return False
+        if place.startswith("pre_") and "post" in w:      # post_norm1 is not a pre-norm for its "norm1"
+            return False
+        return bool(w & PLACEMENT_WORDS[place])
+
+    for place in order:          # unambiguous names first
+        hit = next((m for m in rest if named(m, place)), None)
         if hit is not None:
             picked[place] = hit
             rest.remove(hit)
+    numbered = sorted((m for m in rest if "post" in words(m.path) and m.path[-1:] in "12"), key=lambda m: m.path)
+    for place, m in zip(("post_mixer", "post_ffn"), numbered, strict=False):   # Peri-LN's post_norm1 / post_norm2
+        if place not in picked:
+            picked[place] = m
+            rest.remove(m)
+    amb = next((m for m in rest if ambiguous in words(m.path)), None)
+    if amb is not None:          # the placement its neighbours leave open, after the attention when both are
+        place = "pre_ffn" if "post_mixer" in picked and "pre_ffn" not in picked else "post_mixer"
+        if place not in picked:
+            picked[place] = amb
+            rest.remove(amb)
     for place in order:
         if place not in picked and rest:
             picked[place] = rest.pop(0)

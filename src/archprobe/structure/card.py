@@ -46,7 +46,8 @@ Layer
                 router: Router {scoring `softmax`/`sigmoid`, selection_bias, renormalize, scaling,
                 n_group, topk_group, input `hidden`/`latent`}, shared: Shared {count, width, gated},
                 latent_size, latent_norm
-  norm: dict[placement, Norm]    placements `pre_mixer`, `post_mixer`, `pre_ffn`, `post_ffn`, `latent`
+  norm: dict[placement, Norm]    placements `pre_mixer`, `post_mixer`, `pre_ffn`, `post_ffn`, `latent`;
+                                 post-LN (x = norm(x + f(x)), GPT-1, OPT-350m): `post_mixer_sum`, `post_ffn_sum`
   residual: Residual  kind `identity` / `gated` / `depth_weights` / `attnres`, block_size
 Every part (Mixer, Ffn) also has `layout` (facts the math needs about storage, see below),
 `evidence` (list of {"tensor", "shape", "why"}) and `confidence` (0..1).

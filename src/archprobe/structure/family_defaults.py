@@ -7,7 +7,8 @@ Keys: `conv1d_transposed` (weights stored [in, out]), `qkv_layout` (a fused qkv'
 even rows gate, odd rows up), `norm_offset` (RMSNorm applied as 1 + w), `embed_scale` (`sqrt_hidden`),
 `alibi`, `parallel` (attention and MLP read the same normalised input), `post_norm`, `scoring`
 (router), `sliding_all` (every attention layer uses `sliding_window`), `activation` (hard-coded, no
-config key), `norm_eps` (hard-coded), `logits_scaling` (`multiply` where the family multiplies).
+config key), `norm_eps` (hard-coded), `logits_scaling` (`multiply` where the family multiplies), `post_ln` (each norm
+after its residual add).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "minimax": {"scoring": "softmax", "source": "transformers/models/minimax/modeling_minimax.py"},
     "opt": {"post_norm_key": "do_layer_norm_before", "norm_eps": 1e-5,
             "source": "transformers/models/opt/modeling_opt.py (nn.LayerNorm(embed_dim) at torch's eps 1e-5)"},
+    "openai-gpt": {"post_ln": True, "source": "transformers/models/openai/modeling_openai.py (Block: "
+                                              "ln_1(x + attn(x)), ln_2(n + mlp(n)))"},
     "hyperclovax": {"logits_scaling": "multiply", "source": "transformers/models/hyperclovax/modeling_hyperclovax.py "
                                                             "(lm_head(h) * logits_scaling; Granite divides)"},
     "vaultgemma": {"norm_offset": True, "embed_scale": "sqrt_hidden",

@@ -41,8 +41,10 @@ MIXER_PARAMS = {
 }
 FFN_PARAMS = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 NORM_MODULES = {"pre_mixer": "input_layernorm", "pre_ffn": "post_attention_layernorm",
-                "post_mixer": "post_mixer_norm", "post_ffn": "post_ffn_norm"}
+                "post_mixer": "post_mixer_norm", "post_ffn": "post_ffn_norm",
+                "post_mixer_sum": "post_mixer_sum_norm", "post_ffn_sum": "post_ffn_sum_norm"}
 MODEL_PARAMS = {"embed": "embed_tokens", "pos_embed": "embed_positions", "embed_norm": "embed_layernorm",
+                "embed_proj": "embed_proj", "head_proj": "head_proj",
                 "final_norm": "norm", "head": "lm_head"}
 LATENT_NAMES = ("latent_down", "latent_up", "latent_norm")
 RESIDUAL_PARAMS = {"pre_mixer.query": "self_attention_res.proj.weight",
@@ -293,6 +295,8 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
     for placement in placements - set(NORM_MODULES):
         if placement != "latent":
             raise Unsupported(f"{p}.norm.{placement}: a norm placement archprobe.nn does not know")
+    if layer.parallel and placements & {"post_mixer_sum", "post_ffn_sum"}:
+        raise Unsupported(f"{p}: a parallel block with post-LN norms after the residual add")
     if layer.parallel:
         out["block"] = "parallel" if "pre_ffn" in placements else "parallel_shared"
     elif "post_mixer" in placements or "post_ffn" in placements:
@@ -368,6 +372,8 @@ def config_fields(card, n_run: int | None = None) -> dict:
         **{k: v for k, v in base.items()})
     if learned:
         cfg_fields["learned_positions"] = learned
+    if "embed_proj" in roles or "head_proj" in roles:
+        cfg_fields["embed_dim"] = -1   # the embedding's own width, read off the stored table by the loader
     # MXFP4 experts (compressed-tensors `weight_packed` U8 without `weight_shape`) stay packed in memory and
     # are dequantized per routed expert, so a streamed MoE layer costs its packed size
     packed = [r for r in roles if ".ffn.experts." in r and r.endswith("#weight_packed")]
@@ -409,6 +415,11 @@ def blueprint(card, shapes: dict[str, tuple], n_run: int | None = None) -> Bluep
         if name is None or name not in shapes:
             raise NeedsField("tensors.pos_embed", "learned positions without their table")
         fields_["learned_positions"] = shapes[name][0]
+    if fields_.get("embed_dim") == -1:
+        name = card.tensors.get("embed")
+        if name is None or name not in shapes or len(shapes[name]) != 2:
+            raise NeedsField("tensors.embed", "projected embeddings without their table")
+        fields_["embed_dim"] = shapes[name][1]
     try:
         cfg = HybridConfig(**fields_)
     except ValueError as exc:
