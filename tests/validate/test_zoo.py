@@ -45,9 +45,8 @@ KNOWN_WRONG = {
     "glm4": "card: rope.interleaved not derived (nn verified with it set; the post norms are bound)",
     "gpt_neo": "card: the local layers' window and the unscaled attention (mixer.scale 1) not derived",
     "hunyuan_dense": "card: mixer.qk_norm_after_rope not derived (nn verified)",
-    "nanochat": "card: weightless RMSNorms (no tensor) not listed as norm placements",
-    "olmo": "card: weightless LayerNorms (no tensor) not listed as norm placements",
-    "nemotron": "card: LayerNorm1P's (1 + w) offset and the partial rotary not derived (nn verified)",
+    "nanochat": "card+nn: weightless RMSNorms (pre, embedding, final, q/k after rope) have no tensor, and its "
+                "rope rotates by -theta (rotate_half flipped); neither is described",
     "smollm3": "card: the NoPE layers (no_rope_layers) not marked mixer.rope false",
     "stablelm_parallel": "card: per-head q/k LayerNorm weights and biases not bound as per_head_weights",
     # zoo members added after the table above was analysed: wrong logits, cause from the zoo's notes, unverified

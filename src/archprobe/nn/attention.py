@@ -63,16 +63,17 @@ class Attention(nn.Module):
                  gate_in_q: bool = False, rotary_dim: int | None = None, norm_style: str = "standard",
                  rope: Rope | None = None, qkv_bias: bool = False, o_bias: bool = False, scale: float | None = None,
                  softcap: float | None = None, sinks: bool = False, alibi: bool = False,
-                 qk_norm_after_rope: bool = False):
+                 qk_norm_after_rope: bool = False, clip_qkv: float | None = None):
         """`gate_in_q`: Qwen3-Next's gated attention, q_proj emits [q | gate] per head (no g_proj).
         `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
         (one norm of head_dim shared by heads), `full` (one over the whole q / k projection),
-        `per_head_weights` (each head its own gain, [heads, head_dim]: Cohere, StableLM-2-12B)."""
+        `per_head_weights` (each head its own gain, [heads, head_dim]: Cohere, StableLM-2-12B);
+        `clip_qkv`: q, k, v projections clamped to [-c, c] (OLMo, DBRX)."""
         super().__init__()
         if heads % kv_heads:
             raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
-        self.window, self.gate_in_q, self.softcap = window, gate_in_q, softcap
+        self.window, self.gate_in_q, self.softcap, self.clip_qkv = window, gate_in_q, softcap, clip_qkv
         if rope is None and rope_theta is not None and not alibi:
             rope = Rope(rope_theta, rotary_dim or head_dim)
         self.rope = rope
@@ -106,6 +107,9 @@ class Attention(nn.Module):
             q, q_gate = q.unflatten(-1, (self.heads, 2 * self.head_dim)).chunk(2, dim=-1)
             q = q.flatten(-2)
         k, v = self.k_proj(x), self.v_proj(x)
+        if self.clip_qkv is not None:
+            c = self.clip_qkv
+            q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)
         if self.qk_norm == "full":
             q, k = self.q_norm(q), self.k_norm(k)
         q = q.unflatten(-1, (self.heads, self.head_dim))

@@ -136,6 +136,7 @@ class HybridConfig:
     attention_out_bias: bool = False   # o projection
     attn_scale: float | None = None    # softmax scale; None: head_dim ** -0.5
     attn_softcap: float | None = None
+    clip_qkv: float | None = None      # OLMo, DBRX: q, k, v clamped to [-c, c]
     attn_sinks: bool = False
     alibi: bool = False
     mlp_bias: bool = False
@@ -274,7 +275,7 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          rotary_dim=int(d * cfg.partial_rotary_factor), norm_style=cfg.norm_style, rope=cfg.rope,
                          qkv_bias=cfg.attention_bias, o_bias=cfg.attention_out_bias, scale=cfg.attn_scale,
                          softcap=cfg.attn_softcap, sinks=cfg.attn_sinks, alibi=cfg.alibi,
-                         qk_norm_after_rope=cfg.qk_norm_after_rope)
+                         qk_norm_after_rope=cfg.qk_norm_after_rope, clip_qkv=cfg.clip_qkv)
     return None
 
 

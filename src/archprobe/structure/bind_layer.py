@@ -182,6 +182,10 @@ def _norms_and_residual(out: Layer, loose: list[Module], H: int, cfg, roles: dic
         out.norm[place] = Norm(kind="layer" if m.bias is not None else layer_norm,
                                eps=norm_eps(cfg),
                                offset=bool(cfg.default("norm_offset")) or None, bias=m.bias is not None)
+    if not placements and cfg.default("weightless_norm"):   # OLMo: parameter-free LayerNorms, no tensor to see
+        for place, part in (("pre_mixer", out.mixer), ("pre_ffn", out.ffn)):
+            if part.kind != "none":
+                out.norm[place] = Norm(kind=cfg.default("weightless_norm"), eps=norm_eps(cfg), bias=False)
     vecs = [v for v in vecs if v not in placements.values()]
     other += vecs
     for m in other:

@@ -177,6 +177,7 @@ class Mixer:
     alibi: bool | None = None
     scale: float | None = None       # softmax scale when not 1/sqrt(head_dim) (query_pre_attn_scalar, ...)
     qk_norm_after_rope: bool | None = None   # q/k norms applied to the rotated q, k (HunYuan)
+    clip_qkv: float | None = None    # q, k, v clamped to [-clip, clip] (OLMo, DBRX clip_qkv)
     kv_lora_rank: int | None = None
     q_lora_rank: int | None = None
     rope_dim: int | None = None

@@ -162,6 +162,9 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
         if id(m) not in used:
             card.unexplained += [e.name for _, e in m.entries()]
     fn = roles.get("final_norm")
+    if fn is None and cfg.default("weightless_norm"):
+        card.final_norm.kind, card.final_norm.bias = cfg.default("weightless_norm"), False
+        card.origins["final_norm.kind"] = "default"
     if fn is not None:
         card.final_norm.bias = fn.bias is not None
         card.final_norm.kind = "layer" if fn.bias is not None else (card.layers[0].norm.get("pre_mixer").kind
@@ -202,10 +205,12 @@ def _scales(card: Card, cfg: ConfigView) -> None:
     qpas, _ = cfg.first_float_at("query_pre_attn_scalar")        # Gemma 2/3: scale = qpas ** -0.5
     if att is None and qpas:
         att, a_where = qpas ** -0.5, "query_pre_attn_scalar"
+    clip, c_where = cfg.first_float_at("clip_qkv")               # OLMo, DBRX (attn_config.clip_qkv)
     for i, layer in enumerate(card.layers):
         _set(card, f"layers.{i}.residual.multiplier", res, f"config:{r_where}")
         if layer.mixer.kind in ("gqa", "mha", "mqa"):
             _set(card, f"layers.{i}.mixer.scale", att, f"config:{a_where}")
+            _set(card, f"layers.{i}.mixer.clip_qkv", clip, f"config:{c_where}")
 
 
 def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
@@ -265,6 +270,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     scoring, s_where = cfg.first_str_at("scoring_func", "moe_router_activation_func", "router_activation",
                                         "score_function")
     renorm = cfg.get("norm_topk_prob", cfg.get("moe_renormalize"))
+    if renorm is None and cfg.get("moe_normalize_expert_weights") == 1:   # DBRX: top-k weights over their L1 norm
+        renorm = True
     scale, sc_where = cfg.first_float_at("routed_scaling_factor", "router_scaling_factor")
     n_group, g_where = cfg.first_int_at("n_group", "num_expert_group")
     topk_group, tg_where = cfg.first_int_at("topk_group")
@@ -326,6 +333,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         for place, norm in layer.norm.items():
             if norm.offset:
                 card.origins[f"{p}.norm.{place}.offset"] = "default"
+            if f"{p}.norm.{place}" not in card.tensors:
+                card.origins[f"{p}.norm.{place}.kind"] = "default"
         if layer.parallel is None and cfg.default("parallel") and len(layer.norm) == 1:
             _set(card, f"{p}.parallel", True, "default")
     if n_where and card.num_layers is not None:

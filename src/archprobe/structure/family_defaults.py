@@ -8,7 +8,8 @@ even rows gate, odd rows up), `norm_offset` (RMSNorm applied as 1 + w), `embed_s
 `alibi`, `parallel` (attention and MLP read the same normalised input), `post_norm`, `scoring`
 (router), `sliding_all` (every attention layer uses `sliding_window`), `activation` (hard-coded, no
 config key), `norm_eps` (hard-coded), `logits_scaling` (`multiply` where the family multiplies), `post_ln` (each norm
-after its residual add).
+after its residual add), `weightless_norm` (`layer` / `rms`: pre-norms and final norm without
+parameters, so without tensors).
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "minimax": {"scoring": "softmax", "source": "transformers/models/minimax/modeling_minimax.py"},
     "opt": {"post_norm_key": "do_layer_norm_before", "norm_eps": 1e-5,
             "source": "transformers/models/opt/modeling_opt.py (nn.LayerNorm(embed_dim) at torch's eps 1e-5)"},
+    "nemotron": {"norm_offset": True, "source": "transformers/models/nemotron/modeling_nemotron.py "
+                                                "(NemotronLayerNorm1P: layer_norm with weight + 1)"},
+    "olmo": {"weightless_norm": "layer", "norm_eps": 1e-5,
+             "source": "transformers/models/olmo/modeling_olmo.py (OlmoLayerNorm: F.layer_norm, no weight, eps 1e-5)"},
     "openai-gpt": {"post_ln": True, "source": "transformers/models/openai/modeling_openai.py (Block: "
                                               "ln_1(x + attn(x)), ln_2(n + mlp(n)))"},
     "hyperclovax": {"logits_scaling": "multiply", "source": "transformers/models/hyperclovax/modeling_hyperclovax.py "

@@ -196,6 +196,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
             raise Unsupported(f"{p}.mixer.qk_norm {m.qk_norm!r}")
         out["qk_norm"] = qk[m.qk_norm]
         out["attn_softcap"] = m.logit_soft_cap
+        out["clip_qkv"] = getattr(m, "clip_qkv", None)
         out["attn_sinks"] = bool(m.sinks) or has("mixer.sinks")
         out["alibi"] = bool(m.alibi)
         gate = m.output_gate
