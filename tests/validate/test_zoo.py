@@ -58,7 +58,6 @@ KNOWN_WRONG = {
     "ministral3": "card: llama_4_scaling_beta (position-dependent query scaling) not described; nn lacks it",
 }
 KNOWN_TWIN_GAPS = {
-    "gpt_neox": "card: the twin's card differs from the original's (renamed fused qkv / norms)",
     "qwen3_next": "card: the twin's card differs from the original's (renamed shared expert / gates)",
     "kimi_linear": "card: Kimi Linear's NoPE MLA (mixer.rope false) is not derived, so validate needs rope.theta",
 }

@@ -63,12 +63,13 @@ class Attention(nn.Module):
                  gate_in_q: bool = False, rotary_dim: int | None = None, norm_style: str = "standard",
                  rope: Rope | None = None, qkv_bias: bool = False, o_bias: bool = False, scale: float | None = None,
                  softcap: float | None = None, sinks: bool = False, alibi: bool = False,
-                 qk_norm_after_rope: bool = False, clip_qkv: float | None = None):
+                 qk_norm_after_rope: bool = False, clip_qkv: float | None = None, sub_norm: bool = False):
         """`gate_in_q`: Qwen3-Next's gated attention, q_proj emits [q | gate] per head (no g_proj).
         `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
         (one norm of head_dim shared by heads), `full` (one over the whole q / k projection),
         `per_head_weights` (each head its own gain, [heads, head_dim]: Cohere, StableLM-2-12B);
-        `clip_qkv`: q, k, v projections clamped to [-c, c] (OLMo, DBRX)."""
+        `clip_qkv`: q, k, v projections clamped to [-c, c] (OLMo, DBRX); `sub_norm`: a norm on the heads'
+        output before o_proj (BitNet's attn_sub_norm)."""
         super().__init__()
         if heads % kv_heads:
             raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
@@ -92,6 +93,8 @@ class Attention(nn.Module):
                                     norm_eps)
             self.k_norm = make_norm(norm_style, kv_heads * head_dim if full else (kv_heads, head_dim) if own
                                     else head_dim, norm_eps)
+        if sub_norm:
+            self.sub_norm = make_norm(norm_style, heads * head_dim, norm_eps)
         if output_gate:
             self.g_proj = nn.Linear(hidden, heads * head_dim, bias=False)
         if sinks:
@@ -158,4 +161,7 @@ class Attention(nn.Module):
             keep = slice(-self.window, None) if self.window else slice(None)
             new_cache = KVCache(k_all[:, keep], v_all[:, keep], start + T,
                                 keys_idx[:, keep] if keys_idx is not None else None)
-        return self.o_proj(o.to(x.dtype).flatten(-2)), new_cache
+        o = o.to(x.dtype).flatten(-2)
+        if hasattr(self, "sub_norm"):
+            o = self.sub_norm(o)
+        return self.o_proj(o), new_cache

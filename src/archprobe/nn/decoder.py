@@ -137,6 +137,8 @@ class HybridConfig:
     attn_scale: float | None = None    # softmax scale; None: head_dim ** -0.5
     attn_softcap: float | None = None
     clip_qkv: float | None = None      # OLMo, DBRX: q, k, v clamped to [-c, c]
+    attn_sub_norm: bool = False        # BitNet: a norm on the heads' output before o_proj
+    ffn_sub_norm: bool = False         # BitNet: a norm on the FFN's inner width before down_proj
     attn_sinks: bool = False
     alibi: bool = False
     mlp_bias: bool = False
@@ -275,14 +277,16 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          rotary_dim=int(d * cfg.partial_rotary_factor), norm_style=cfg.norm_style, rope=cfg.rope,
                          qkv_bias=cfg.attention_bias, o_bias=cfg.attention_out_bias, scale=cfg.attn_scale,
                          softcap=cfg.attn_softcap, sinks=cfg.attn_sinks, alibi=cfg.alibi,
-                         qk_norm_after_rope=cfg.qk_norm_after_rope, clip_qkv=cfg.clip_qkv)
+                         qk_norm_after_rope=cfg.qk_norm_after_rope, clip_qkv=cfg.clip_qkv,
+                         sub_norm=cfg.attn_sub_norm)
     return None
 
 
 def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
     H, betas = cfg.hidden_size, (cfg.activation_situ_beta, cfg.activation_situ_linear_beta)
     if kind == "dense":
-        return MLP(H, cfg.intermediate_size, cfg.hidden_act, cfg.gated_ffn, betas, cfg.mlp_bias, cfg.glu_limit)
+        return MLP(H, cfg.intermediate_size, cfg.hidden_act, cfg.gated_ffn, betas, cfg.mlp_bias, cfg.glu_limit,
+                   sub_norm=cfg.norm_style if cfg.ffn_sub_norm else None, norm_eps=cfg.rms_norm_eps)
     if kind in ("moe", "latent_moe"):
         shared = cfg.shared_expert_width if cfg.shared_expert_width is not None else (
             cfg.num_shared_experts * cfg.moe_intermediate_size)

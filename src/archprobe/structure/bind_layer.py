@@ -145,11 +145,14 @@ def bind_layer(index: int, layer: dict, H: int, cfg, notes: list[str]) -> tuple[
 
 def _part_extra(part, m: Module, prefix: str, H: int) -> str | None:
     """A leftover inside a bound part that its shape explains: a sub-norm on the part's inner width
-    (BitNet), or a learnable activation scalar (xIELU's alpha/beta) inside an FFN."""
+    (BitNet), an output bias stored apart from o (named so), or a learnable activation scalar (xIELU's
+    alpha/beta) inside an FFN."""
     inner = {getattr(part, "width", None), getattr(part, "expert_width", None)} - {None}
     if isinstance(part, Mixer):
         o_in = part.num_heads * part.head_dim if part.num_heads and part.head_dim else None
         inner = {o_in, part.v_head_dim and part.num_heads and part.v_head_dim * part.num_heads} - {None, 0}
+    if isinstance(part, Mixer) and m.shape == (H,) and "bias" in words(m.path) | set(m.leaf.split("_")):
+        return f"{prefix}o.bias"      # the output projection's bias kept beside it (GPT-NeoX-Japanese dense_bias)
     if len(m.shape) == 1 and m.shape[0] in inner:
         return f"{prefix}sub_norm"
     if isinstance(part, Ffn) and m.weight is not None and m.weight.info.numel <= 1:

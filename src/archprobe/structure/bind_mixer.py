@@ -456,6 +456,8 @@ def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = N
         if nh and hd and kvh:
             mixer.layout["qkv_split"] = [nh * hd, kvh * hd, kvh * hd]
             layout = cfg.default("qkv_layout")
+            if not layout and kvh == nh and cfg.get("use_parallel_residual") is not None:
+                layout = "per_head"   # GPT-NeoX's own key: its lineage fuses qkv per head (a tie-break, no row)
             if layout:
                 mixer.layout["qkv_interleaved"] = layout
         roles.append(("qkv", qkv))

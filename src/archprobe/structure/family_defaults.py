@@ -20,6 +20,9 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                     "conv1d_transposed": False},
     "gpt_neox": {"qkv_layout": "per_head", "source": "transformers/models/gpt_neox/modeling_gpt_neox.py "
                                                      "(qkv.view(..., heads, 3 * head_dim))"},
+    "gpt_neox_japanese": {"qkv_layout": "per_head",
+                          "source": "transformers/models/gpt_neox_japanese/modeling_gpt_neox_japanese.py "
+                                    "(qkv.view(..., heads, 3 * head_size))"},
     "persimmon": {"qkv_layout": "per_head", "source": "transformers/models/persimmon/modeling_persimmon.py "
                                                       "(_split_heads)"},
     "bloom": {"qkv_layout": "per_head", "alibi": True, "activation": "gelu_tanh",

@@ -27,7 +27,7 @@ BARE = ("sinks", "A_log", "D", "dt_bias")   # parameters stored without a `.weig
 # role leaf -> archprobe.nn parameter path (under the layer's mixer / FFN module); `.weight` implied
 MIXER_PARAMS = {
     "attention": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_norm": "q_norm",
-                  "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj"},
+                  "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj", "sub_norm": "sub_norm"},
     "mla": {"q": "q_proj", "q_a": "q_a_proj", "q_a_norm": "q_a_layernorm", "q_b": "q_b_proj",
             "kv_a": "kv_a_proj_with_mqa", "kv_a_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "o": "o_proj",
             "g": "g_proj"},
@@ -197,6 +197,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["qk_norm"] = qk[m.qk_norm]
         out["attn_softcap"] = m.logit_soft_cap
         out["clip_qkv"] = getattr(m, "clip_qkv", None)
+        out["attn_sub_norm"] = has("mixer.sub_norm")
         out["attn_sinks"] = bool(m.sinks) or has("mixer.sinks")
         out["alibi"] = bool(m.alibi)
         gate = m.output_gate
@@ -255,11 +256,16 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         raise Unsupported(f"{p}.ffn.kind {fk!r}")
     out["ffn"] = fk
     if fk != "none":
-        from archprobe.nn.activations import ACTIVATIONS
+        from archprobe.nn.activations import ACTIVATIONS, LEARNED
 
         act = _need(f.activation, f"{p}.ffn.activation")
         if act not in ACTIVATIONS:
             raise Unsupported(f"{p}.ffn.activation {act!r} (archprobe.nn knows {', '.join(ACTIVATIONS)})")
+        if act in LEARNED and fk != "dense":
+            raise Unsupported(f"{p}.ffn.activation {act!r} with learned parameters in a routed expert bank")
+        if has("ffn.sub_norm") and fk != "dense":
+            raise Unsupported(f"{p}.ffn.sub_norm in a routed expert bank")
+        out["ffn_sub_norm"] = has("ffn.sub_norm")
         out.update(hidden_act=act, gated_ffn=_need(f.gated, f"{p}.ffn.gated"),
                    mlp_bias=bool(f.bias) or has("ffn.down.bias") or has("ffn.shared.down.bias"))
         if act == "swiglu_oss" and getattr(f, "glu_limit", None) is not None:
@@ -485,6 +491,10 @@ def _layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
     # ffn
     ffn = _ffn_module(cfg, i)
     if ffn == "mlp":
+        if stem.startswith("act.") and not bias:    # a learned activation's own tensors (xIELU alpha_p, ...)
+            return f"mlp.act_fn.{stem[4:]}"
+        if stem == "sub_norm":
+            return f"mlp.sub_norm{suffix}"
         if stem == "gate_up":
             return f"src:mlp.gate_up{suffix}"
         return f"mlp.{FFN_PARAMS[stem]}{suffix}" if stem in FFN_PARAMS else None
