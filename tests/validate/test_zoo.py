@@ -39,11 +39,8 @@ KNOWN_WRONG = {
     "helium": "card: rope.interleaved not derived (nn verified)",
     "exaone4": "card: rope-free full-attention layers (mixer.rope false) not derived (nn verified with it set)",
     "exaone_moe": "wrong logits with the derived card; the missing field is not isolated yet",
-    "falcon": "card: multi-query fused qkv (1 kv head) read as 4 kv heads, so the split does not fit",
-    "falcon_alibi": "nn+card: Falcon adds ALiBi before the 1/sqrt(d) scaling (BLOOM/MPT add it after)",
     "glm": "card: rope.partial_rotary_factor and rope.interleaved not derived (nn verified)",
     "glm4": "card: rope.interleaved not derived (nn verified with it set; the post norms are bound)",
-    "gpt_neo": "card: the local layers' window and the unscaled attention (mixer.scale 1) not derived",
     "hunyuan_dense": "card: mixer.qk_norm_after_rope not derived (nn verified)",
     "nanochat": "card+nn: weightless RMSNorms (pre, embedding, final, q/k after rope) have no tensor, and its "
                 "rope rotates by -theta (rotate_half flipped); neither is described",

@@ -63,13 +63,15 @@ class Attention(nn.Module):
                  gate_in_q: bool = False, rotary_dim: int | None = None, norm_style: str = "standard",
                  rope: Rope | None = None, qkv_bias: bool = False, o_bias: bool = False, scale: float | None = None,
                  softcap: float | None = None, sinks: bool = False, alibi: bool = False,
-                 qk_norm_after_rope: bool = False, clip_qkv: float | None = None, sub_norm: bool = False):
+                 qk_norm_after_rope: bool = False, clip_qkv: float | None = None, sub_norm: bool = False,
+                 alibi_scaled: bool = False):
         """`gate_in_q`: Qwen3-Next's gated attention, q_proj emits [q | gate] per head (no g_proj).
         `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
         (one norm of head_dim shared by heads), `full` (one over the whole q / k projection),
         `per_head_weights` (each head its own gain, [heads, head_dim]: Cohere, StableLM-2-12B);
         `clip_qkv`: q, k, v projections clamped to [-c, c] (OLMo, DBRX); `sub_norm`: a norm on the heads'
-        output before o_proj (BitNet's attn_sub_norm)."""
+        output before o_proj (BitNet's attn_sub_norm); `alibi_scaled`: the ALiBi bias is added before the
+        softmax scale and so scaled with the scores (Falcon), not after it (BLOOM, MPT)."""
         super().__init__()
         if heads % kv_heads:
             raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
@@ -100,6 +102,7 @@ class Attention(nn.Module):
         if sinks:
             self.sinks = nn.Parameter(torch.zeros(heads))
         self.alibi = alibi   # slopes computed per call: nothing to load, nothing left on the meta device
+        self.alibi_scaled = alibi_scaled
         self.gate = head_gate
         self.indexer = indexer
 
@@ -148,6 +151,8 @@ class Attention(nn.Module):
             k_pos = torch.arange(start + T - S, start + T, device=x.device)
             slopes = alibi_slopes(self.heads).to(x.device)
             bias = slopes[:, None, None] * (k_pos[None, :] - q_pos[:, None]).float()
+            if self.alibi_scaled:
+                bias = bias * self.scale
         o = sdpa(q, k_all, v_all, mask, self.scale, softcap=self.softcap, sinks_H=getattr(self, "sinks", None),
                  bias_HTS=bias)
         if self.gate is not None:

@@ -141,6 +141,7 @@ class HybridConfig:
     ffn_sub_norm: bool = False         # BitNet: a norm on the FFN's inner width before down_proj
     attn_sinks: bool = False
     alibi: bool = False
+    alibi_scaled: bool = False         # Falcon: ALiBi added before the softmax scale (scaled with the scores)
     mlp_bias: bool = False
     residual_multiplier: float = 1.0   # Granite: x + m * f(x)
     embed_scale: float = 1.0           # Gemma sqrt(H), Granite embedding_multiplier
@@ -278,7 +279,7 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          qkv_bias=cfg.attention_bias, o_bias=cfg.attention_out_bias, scale=cfg.attn_scale,
                          softcap=cfg.attn_softcap, sinks=cfg.attn_sinks, alibi=cfg.alibi,
                          qk_norm_after_rope=cfg.qk_norm_after_rope, clip_qkv=cfg.clip_qkv,
-                         sub_norm=cfg.attn_sub_norm)
+                         sub_norm=cfg.attn_sub_norm, alibi_scaled=cfg.alibi_scaled)
     return None
 
 

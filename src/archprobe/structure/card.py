@@ -178,6 +178,7 @@ class Mixer:
     scale: float | None = None       # softmax scale when not 1/sqrt(head_dim) (query_pre_attn_scalar, ...)
     qk_norm_after_rope: bool | None = None   # q/k norms applied to the rotated q, k (HunYuan)
     clip_qkv: float | None = None    # q, k, v clamped to [-clip, clip] (OLMo, DBRX clip_qkv)
+    alibi_scaled: bool | None = None   # ALiBi added before the softmax scale, so scaled with it (Falcon)
     kv_lora_rank: int | None = None
     q_lora_rank: int | None = None
     rope_dim: int | None = None

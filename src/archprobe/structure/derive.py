@@ -278,6 +278,10 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     n_shared, sh_where = cfg.first_int_at("n_shared_experts", "num_shared_experts", "shared_expert_count")
     window, w_where = cfg.first_int_at("sliding_window", "attention_window_size")
     types = cfg.get("layer_types")
+    if not isinstance(types, list) and isinstance(cfg.get("attention_layers"), list):   # GPT-Neo: global / local
+        types = cfg.get("attention_layers")
+        if window is None:
+            window, w_where = cfg.first_int_at("window_size")
     attn_cap, ac_where = cfg.first_float_at("attn_logit_softcapping")
     nope = cfg.get("mla_use_nope") is True or cfg.get("use_rope") is False
     gate_lb = cfg.first_float("gate_lower_bound")
@@ -292,11 +296,15 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             elif window and sliding_all:
                 _set(card, f"{p}.mixer.sliding_window", window, "default")
             _set(card, f"{p}.mixer.logit_soft_cap", attn_cap, f"config:{ac_where}")
+            if cfg.default("attn_scale") is not None and m.scale is None:
+                _set(card, f"{p}.mixer.scale", float(cfg.default("attn_scale")), "default")
             if nope:
                 _set(card, f"{p}.mixer.rope", False, "config:mla_use_nope" if cfg.get("mla_use_nope") else
                      "config:use_rope")
             if alibi:
                 _set(card, f"{p}.mixer.alibi", True, "default")
+                if cfg.default("alibi_scaled"):
+                    _set(card, f"{p}.mixer.alibi_scaled", True, "default")
         if m.kind == "kda" and gate_lb is not None:
             card.origins[f"{p}.mixer.gate_lower_bound"] = "config:gate_lower_bound"
         for name in ("num_heads", "num_kv_heads", "head_dim", "kv_lora_rank", "rope_dim", "cache_width_per_token",

@@ -9,7 +9,8 @@ even rows gate, odd rows up), `norm_offset` (RMSNorm applied as 1 + w), `embed_s
 (router), `sliding_all` (every attention layer uses `sliding_window`), `activation` (hard-coded, no
 config key), `norm_eps` (hard-coded), `logits_scaling` (`multiply` where the family multiplies), `post_ln` (each norm
 after its residual add), `weightless_norm` (`layer` / `rms`: pre-norms and final norm without
-parameters, so without tensors).
+parameters, so without tensors), `attn_scale` (a hard-coded softmax scale), `alibi_scaled` (ALiBi added
+before the softmax scale).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "gpt2": {"conv1d_transposed": True, "source": "transformers/models/gpt2/modeling_gpt2.py (Conv1D)"},
     "gpt_bigcode": {"source": "transformers/models/gpt_bigcode/modeling_gpt_bigcode.py (nn.Linear c_attn)",
                     "conv1d_transposed": False},
+    "gpt_neo": {"attn_scale": 1.0, "source": "transformers/models/gpt_neo/modeling_gpt_neo.py (no 1/sqrt(d): "
+                                             "torch.matmul(query, key.transpose(-1, -2)) unscaled)"},
     "gpt_neox": {"qkv_layout": "per_head", "source": "transformers/models/gpt_neox/modeling_gpt_neox.py "
                                                      "(qkv.view(..., heads, 3 * head_dim))"},
     "gpt_neox_japanese": {"qkv_layout": "per_head",
@@ -27,7 +30,9 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                                                       "(_split_heads)"},
     "bloom": {"qkv_layout": "per_head", "alibi": True, "activation": "gelu_tanh",
               "source": "transformers/models/bloom/modeling_bloom.py (_reshape, build_alibi_tensor, BloomGelu)"},
-    "falcon": {"qkv_layout": "grouped", "source": "transformers/models/falcon/modeling_falcon.py (_split_heads)"},
+    "falcon": {"qkv_layout": "grouped", "alibi_scaled": True,
+               "source": "transformers/models/falcon/modeling_falcon.py (_split_heads; (scores + alibi) * "
+                         "inv_norm_factor)"},
     "mpt": {"alibi": True, "activation": "gelu",
             "source": "transformers/models/mpt/modeling_mpt.py (build_mpt_alibi_tensor, nn.GELU(approximate='none'))"},
     "gpt_oss": {"gate_up": "interleaved", "scoring": "softmax",

@@ -200,6 +200,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["attn_sub_norm"] = has("mixer.sub_norm")
         out["attn_sinks"] = bool(m.sinks) or has("mixer.sinks")
         out["alibi"] = bool(m.alibi)
+        out["alibi_scaled"] = bool(m.alibi) and bool(getattr(m, "alibi_scaled", None))
         gate = m.output_gate
         if gate not in (None, "sigmoid_g_proj", "fused_in_q_proj"):
             raise Unsupported(f"{p}.mixer.output_gate {gate!r} on softmax attention")
