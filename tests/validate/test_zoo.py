@@ -31,14 +31,12 @@ TWINS = sorted(zoo_mod.TWINS)
 # field that is missing or wrong. Checked by hand: with that field set (a user's --card), archprobe.nn
 # reproduces transformers for those marked "(nn verified)". Strict: a fixed one fails loudly until removed.
 KNOWN_WRONG = {
-    "cohere": "card: head.scale (logit_scale) and rope.interleaved not derived (nn verified)",
-    "cohere2": "card: head.scale (logit_scale) and rope.interleaved not derived",
-    "cohere_qknorm": "card: head.scale (logit_scale) and rope.interleaved not derived (nn verified)",
+    "cohere": "card: rope.interleaved not derived (nn verified with it set; head.scale from logit_scale is)",
+    "cohere2": "card: rope.interleaved not derived (nn verified with it set; head.scale and NoPE full layers are)",
+    "cohere_qknorm": "card: rope.interleaved not derived (nn verified with it set; head.scale is)",
     "deepseek_v2": "card: rope.interleaved (DeepSeek's rope_interleave default) not derived (nn verified)",
     "ernie4_5": "card: rope.interleaved not derived (nn verified)",
     "helium": "card: rope.interleaved not derived (nn verified)",
-    "exaone4": "card: rope-free full-attention layers (mixer.rope false) not derived (nn verified with it set)",
-    "exaone_moe": "wrong logits with the derived card; the missing field is not isolated yet",
     "glm": "card: rope.partial_rotary_factor and rope.interleaved not derived (nn verified)",
     "glm4": "card: rope.interleaved not derived (nn verified with it set; the post norms are bound)",
     "hunyuan_dense": "card: mixer.qk_norm_after_rope not derived (nn verified)",
@@ -48,7 +46,7 @@ KNOWN_WRONG = {
     "stablelm_parallel": "card: per-head q/k LayerNorm weights and biases not bound as per_head_weights",
     # zoo members added after the table above was analysed: wrong logits, cause from the zoo's notes, unverified
     "axk1": "wrong logits with the derived card (MLA + sandwich norms); the missing field is not isolated yet",
-    "cohere2_moe": "card: head.scale (logit_scale) and rope.interleaved not derived",
+    "cohere2_moe": "card: rope.interleaved and shared_expert_combination_strategy 'average' not described",
     "flint": "nn+card: Flint's per-head softmax_offset is a sink-like logit not bound as mixer.sinks",
     "lara_mini": "card: split Gated DeltaNet projections bound to the fused in_proj_qkvz/in_proj_ba roles",
     "mamba2": "wrong logits for the pure Mamba-2 model; the missing field or nn difference is not isolated yet",

@@ -293,6 +293,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             if isinstance(types, list) and len(types) == len(card.layers) and window:
                 if "sliding" in str(types[i]) or "chunked" in str(types[i]) or "local" in str(types[i]):
                     _set(card, f"{p}.mixer.sliding_window", window, f"config:{w_where}")
+                elif cfg.default("nope_full") and "full" in str(types[i]):   # Cohere 2, EXAONE 4: rope only
+                    _set(card, f"{p}.mixer.rope", False, "default")             # where the layer slides
             elif window and sliding_all:
                 _set(card, f"{p}.mixer.sliding_window", window, "default")
             _set(card, f"{p}.mixer.logit_soft_cap", attn_cap, f"config:{ac_where}")

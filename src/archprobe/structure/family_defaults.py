@@ -10,7 +10,7 @@ even rows gate, odd rows up), `norm_offset` (RMSNorm applied as 1 + w), `embed_s
 config key), `norm_eps` (hard-coded), `logits_scaling` (`multiply` where the family multiplies), `post_ln` (each norm
 after its residual add), `weightless_norm` (`layer` / `rms`: pre-norms and final norm without
 parameters, so without tensors), `attn_scale` (a hard-coded softmax scale), `alibi_scaled` (ALiBi added
-before the softmax scale).
+before the softmax scale), `nope_full` (full-attention layers skip rope when others slide).
 """
 
 from __future__ import annotations
@@ -50,7 +50,14 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "codegen": {"parallel": True, "source": "transformers/models/codegen/modeling_codegen.py"},
     "phi": {"parallel": True, "source": "transformers/models/phi/modeling_phi.py (attn and mlp on input_layernorm)"},
     "cohere": {"parallel": True, "source": "transformers/models/cohere/modeling_cohere.py"},
-    "cohere2": {"parallel": True, "source": "transformers/models/cohere2/modeling_cohere2.py"},
+    "cohere2": {"parallel": True, "nope_full": True,
+                "source": "transformers/models/cohere2/modeling_cohere2.py (rope only if self.sliding_window)"},
+    "cohere2_moe": {"nope_full": True, "source": "transformers/models/cohere2_moe/modeling_cohere2_moe.py "
+                                                 "(rope if sliding_window or force_rope)"},
+    "exaone4": {"nope_full": True, "source": "transformers/models/exaone4/modeling_exaone4.py "
+                                             "(rope if sliding_window is None or is_sliding)"},
+    "exaone_moe": {"nope_full": True, "source": "transformers/models/exaone_moe/modeling_exaone_moe.py "
+                                                "(rope if sliding_window is None or is_sliding)"},
     "mistral": {"sliding_all": True, "source": "transformers/models/mistral/modeling_mistral.py"},
     "mixtral": {"sliding_all": True, "source": "transformers/models/mixtral/modeling_mixtral.py"},
     "deepseek_v3": {"scoring": "sigmoid", "source": "transformers/models/deepseek_v3/modeling_deepseek_v3.py "
