@@ -31,40 +31,16 @@ TWINS = sorted(zoo_mod.TWINS)
 # field that is missing or wrong. Checked by hand: with that field set (a user's --card), archprobe.nn
 # reproduces transformers for those marked "(nn verified)". Strict: a fixed one fails loudly until removed.
 KNOWN_WRONG = {
-    "exaone4": "card: post-norm placements not derived (the rope-free full-attention layers are)",
-    "falcon": "card: multi-query fused qkv (1 kv head) read as 4 kv heads, so the split does not fit",
-    "falcon_alibi": "nn+card: Falcon adds ALiBi before the 1/sqrt(d) scaling (BLOOM/MPT add it after)",
-    "flex_olmo": "card: norms after the branches bound as pre_mixer/pre_ffn (post-norm placement)",
-    "olmo2": "card: norms after the branches bound as pre_mixer/pre_ffn (post-norm placement)",
-    "glm4": "card: post norms (post_self_attn_layernorm, post_mlp_layernorm) not derived",
-    "gpt_neo": "card: the local layers' window and the unscaled attention (mixer.scale 1) not derived",
-    "granite": "card: residual.multiplier, mixer.scale and head.scale not derived (nn verified)",
-    "minicpm3": "card: scale_emb / scale_depth / logit scaling not derived",
-    "nanochat": "card: weightless RMSNorms (no tensor) not listed as norm placements",
-    "olmo": "card: weightless LayerNorms (no tensor) not listed as norm placements",
-    "nemotron": "card: LayerNorm1P's (1 + w) offset and the partial rotary not derived (nn verified)",
-    "stablelm_parallel": "card: per-head q/k LayerNorm weights and biases not bound as per_head_weights",
-    "vaultgemma": "card: (1 + w) norms, embed.scale and mixer.scale (query_pre_attn_scalar) not derived (nn verified)",
-    # zoo members added after the table above was analysed: wrong logits, cause from the zoo's notes, unverified
     "axk1": "wrong logits with the derived card (MLA + sandwich norms); the missing field is not isolated yet",
+    "beam": "card+nn: gate_bias [heads] (a per-head bias on the output gate) bound as attention sinks",
     "cohere2_moe": "card: shared_expert_combination_strategy 'average' (routed and shared outputs averaged) not "
                    "described",
     "flint": "nn+card: Flint's per-head softmax_offset is a sink-like logit not bound as mixer.sinks",
-    "granite_swa": "card: Granite multipliers not derived (the per-layer rope theta is)",
-    "hyperclovax": "card: Peri-LN post norms (post_norm1/post_norm2) not bound as post_mixer/post_ffn",
-    "olmo_hybrid": "card: the attention layers' OLMo-2 post norms bound as pre_mixer/pre_ffn (its Gated DeltaNet "
-                   "layer reproduces transformers' module)",
-    "ministral3": "card: llama_4_scaling_beta (position-dependent query scaling) not described; nn lacks it",
-    "lara_mini": "card: split Gated DeltaNet projections bound to the fused in_proj_qkvz/in_proj_ba roles",
-    "mamba2": "wrong logits for the pure Mamba-2 model; the missing field or nn difference is not isolated yet",
-    # members that needed rope.theta until the positions were derived, now running into another field
-    "beam": "card+nn: gate_bias [heads] (a per-head bias on the output gate) bound as attention sinks",
-    "nemotron_h": "nn+card: the Mamba-2 layer differs from transformers' at layer 0 (attention is NoPE, derived)",
-    "nemotron_h_moe": "nn+card: the Mamba-2 layer differs from transformers' at layer 0 (attention is NoPE, derived)",
-    "olmo3": "card: norms after the branches bound as pre_mixer/pre_ffn (post-norm placement)",
+    "nanochat": "card+nn: weightless RMSNorms (pre, embedding, final, q/k after rope) have no tensor, and its "
+                "rope rotates by -theta (rotate_half flipped); neither is described",
+    "stablelm_parallel": "card: per-head q/k LayerNorm weights and biases not bound as per_head_weights",
 }
 KNOWN_TWIN_GAPS = {
-    "gpt_neox": "card: the twin's card differs from the original's (renamed fused qkv / norms)",
     "qwen3_next": "card: the twin's card differs from the original's (renamed shared expert / gates)",
 }
 

@@ -82,17 +82,21 @@ class Attention(nn.Module):
                  rope: Rope | None = None, qkv_bias: bool = False, o_bias: bool = False, scale: float | None = None,
                  softcap: float | None = None, sinks: bool = False, alibi: bool = False,
                  qk_norm_after_rope: bool = False, differential: float | None = None,
-                 query_scale: dict | None = None):
+                 query_scale: dict | None = None, clip_qkv: float | None = None, sub_norm: bool = False,
+                 alibi_scaled: bool = False):
         """`gate_in_q`: Qwen3-Next's gated attention, q_proj emits [q | gate] per head (no g_proj).
         `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
         (one norm of head_dim shared by heads), `full` (one over the whole q / k projection),
-        `per_head_weights` (each head its own gain, [heads, head_dim]: Cohere, StableLM-2-12B).
+        `per_head_weights` (each head its own gain, [heads, head_dim]: Cohere, StableLM-2-12B);
+        `clip_qkv`: q, k, v projections clamped to [-c, c] (OLMo, DBRX); `sub_norm`: a norm on the heads'
+        output before o_proj (BitNet's attn_sub_norm); `alibi_scaled`: the ALiBi bias is added before the
+        softmax scale and so scaled with the scores (Falcon), not after it (BLOOM, MPT).
         `differential`: this layer's lambda_init (differential attention, DiffLlama)."""
         super().__init__()
         if heads % kv_heads:
             raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
-        self.window, self.gate_in_q, self.softcap = window, gate_in_q, softcap
+        self.window, self.gate_in_q, self.softcap, self.clip_qkv = window, gate_in_q, softcap, clip_qkv
         if rope is None and rope_theta is not None and not alibi:
             rope = Rope(rope_theta, rotary_dim or head_dim)
         self.rope = rope
@@ -120,6 +124,8 @@ class Attention(nn.Module):
                                     norm_eps)
             self.k_norm = make_norm(norm_style, kv_heads * head_dim if full else (kv_heads, head_dim) if own
                                     else head_dim, norm_eps)
+        if sub_norm:
+            self.sub_norm = make_norm(norm_style, heads * head_dim, norm_eps)
         if output_gate:
             self.g_proj = nn.Linear(hidden, heads * head_dim, bias=False)
         if sinks:
@@ -131,6 +137,7 @@ class Attention(nn.Module):
             for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
                 setattr(self, name, nn.Parameter(torch.zeros(head_dim)))
         self.alibi = alibi   # slopes computed per call: nothing to load, nothing left on the meta device
+        self.alibi_scaled = alibi_scaled
         self.gate = head_gate
         self.indexer = indexer
 
@@ -141,6 +148,9 @@ class Attention(nn.Module):
             q, q_gate = q.unflatten(-1, (self.heads, 2 * self.head_dim)).chunk(2, dim=-1)
             q = q.flatten(-2)
         k, v = self.k_proj(x), self.v_proj(x)
+        if self.clip_qkv is not None:
+            c = self.clip_qkv
+            q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)
         if self.qk_norm == "full":
             q, k = self.q_norm(q), self.k_norm(k)
         q = q.unflatten(-1, (self.heads, self.head_dim))
@@ -190,6 +200,8 @@ class Attention(nn.Module):
             k_pos = torch.arange(start + T - S, start + T, device=x.device)
             slopes = alibi_slopes(self.heads).to(x.device)
             bias = slopes[:, None, None] * (k_pos[None, :] - q_pos[:, None]).float()
+            if self.alibi_scaled:
+                bias = bias * self.scale
         if self.differential is not None:
             o = self._differential(q, k_all, v_all, mask)
         else:
@@ -206,4 +218,7 @@ class Attention(nn.Module):
             keep = slice(-self.window, None) if self.window else slice(None)
             new_cache = KVCache(k_all[:, keep], v_all[:, keep], start + T,
                                 keys_idx[:, keep] if keys_idx is not None else None)
-        return self.o_proj(o.to(x.dtype).flatten(-2)), new_cache
+        o = o.to(x.dtype).flatten(-2)
+        if hasattr(self, "sub_norm"):
+            o = self.sub_norm(o)
+        return self.o_proj(o), new_cache

@@ -145,6 +145,7 @@ class HybridConfig:
     # the families' switches: norms and their placement, biases, attention extras, model-level extras
     block: str = "pre"                 # pre | post | sandwich | parallel | parallel_shared (see DecoderLayer)
     norm_placements: tuple | None = None  # which of pre_mixer, pre_ffn, post_mixer, post_ffn exist; None: the block's
+    #                                       (post_mixer_sum, post_ffn_sum: post-LN, the norm after the residual add)
     qk_norm_after_rope: bool = False
     attn_query_scale: dict | None = None  # position-dependent query multiplier (Attention's query_scale)
     rope: Rope | None = None           # scaled / partial / interleaved rope; None: rope_theta, default
@@ -152,9 +153,13 @@ class HybridConfig:
     attention_out_bias: bool = False   # o projection
     attn_scale: float | None = None    # softmax scale; None: head_dim ** -0.5
     attn_softcap: float | None = None
+    clip_qkv: float | None = None      # OLMo, DBRX: q, k, v clamped to [-c, c]
+    attn_sub_norm: bool = False        # BitNet: a norm on the heads' output before o_proj
+    ffn_sub_norm: bool = False         # BitNet: a norm on the FFN's inner width before down_proj
     attn_sinks: bool = False
     attn_differential: float | None = None   # differential attention: this layer's lambda_init (DiffLlama)
     alibi: bool = False
+    alibi_scaled: bool = False         # Falcon: ALiBi added before the softmax scale (scaled with the scores)
     mlp_bias: bool = False
     residual_multiplier: float = 1.0   # Granite: x + m * f(x)
     embed_scale: float = 1.0           # Gemma sqrt(H), Granite embedding_multiplier
@@ -162,6 +167,7 @@ class HybridConfig:
     position_offset: int = 0           # OPT reads row t + 2
     sinusoidal_positions: str | None = None  # computed absolute positions: vaswani (CTRL) / tensor2tensor (XGLM)
     embed_norm: bool = False           # BLOOM: a norm right after the embedding
+    embed_dim: int | None = None       # OPT-350m: embeddings E wide, projected E -> H in and H -> E before the head
     head_bias: bool = False
     final_norm: bool = True
     logit_scale: float = 1.0           # Cohere logit_scale; Granite 1 / logits_scaling
@@ -304,14 +310,16 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          qkv_bias=cfg.attention_bias, o_bias=cfg.attention_out_bias, scale=cfg.attn_scale,
                          softcap=cfg.attn_softcap, sinks=cfg.attn_sinks, alibi=cfg.alibi,
                          qk_norm_after_rope=cfg.qk_norm_after_rope, differential=cfg.attn_differential,
-                         query_scale=cfg.attn_query_scale)
+                         query_scale=cfg.attn_query_scale, clip_qkv=cfg.clip_qkv,
+                         sub_norm=cfg.attn_sub_norm, alibi_scaled=cfg.alibi_scaled)
     return None
 
 
 def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
     H, betas = cfg.hidden_size, (cfg.activation_situ_beta, cfg.activation_situ_linear_beta)
     if kind == "dense":
-        return MLP(H, cfg.intermediate_size, cfg.hidden_act, cfg.gated_ffn, betas, cfg.mlp_bias, cfg.glu_limit)
+        return MLP(H, cfg.intermediate_size, cfg.hidden_act, cfg.gated_ffn, betas, cfg.mlp_bias, cfg.glu_limit,
+                   sub_norm=cfg.norm_style if cfg.ffn_sub_norm else None, norm_eps=cfg.rms_norm_eps)
     if kind in ("moe", "latent_moe"):
         shared = cfg.shared_expert_width if cfg.shared_expert_width is not None else (
             cfg.num_shared_experts * cfg.moe_intermediate_size)
@@ -336,8 +344,11 @@ class DecoderLayer(nn.Module):
       x + norm_post(f(norm_pre(x))) (Gemma 2/3);
     * `parallel`: x + mixer(n1(x)) + ffn(n2(x)) (GPT-NeoX); `parallel_shared`: one norm feeds both
       (GPT-J, Phi, Cohere, Falcon).
+    * the original Transformer's post-LN normalises the residual sum instead: x = n(x + f(x)) (GPT-1,
+      OPT with do_layer_norm_before false): placements `post_mixer_sum` / `post_ffn_sum`, any block.
     Norm names: `input_layernorm` (before the mixer), `post_attention_layernorm` (before the FFN, the
-    checkpoints' historical name), `post_mixer_norm` and `post_ffn_norm` (after each branch).
+    checkpoints' historical name), `post_mixer_norm` and `post_ffn_norm` (after each branch),
+    `post_mixer_sum_norm` and `post_ffn_sum_norm` (after each residual add).
     """
 
     def __init__(self, cfg: HybridConfig, index: int):
@@ -358,12 +369,16 @@ class DecoderLayer(nn.Module):
                 self.input_layernorm = make_norm(cfg.norm_style, H, eps)
             if "post_mixer" in where:
                 self.post_mixer_norm = make_norm(cfg.norm_style, H, eps)
+            if "post_mixer_sum" in where:
+                self.post_mixer_sum_norm = make_norm(cfg.norm_style, H, eps)
         ffn = _ffn(cfg, ffn_kind)
         if ffn is not None:
             if "pre_ffn" in where:
                 self.post_attention_layernorm = make_norm(cfg.norm_style, H, eps)
             if "post_ffn" in where:
                 self.post_ffn_norm = make_norm(cfg.norm_style, H, eps)
+            if "post_ffn_sum" in where:
+                self.post_ffn_sum_norm = make_norm(cfg.norm_style, H, eps)
         if ffn_kind == "dense":
             self.mlp = ffn
         elif ffn is not None:
@@ -392,6 +407,11 @@ class DecoderLayer(nn.Module):
         out = norm(out) if norm is not None else out
         return out * self.multiplier if self.multiplier != 1.0 else out
 
+    def after_add(self, x: torch.Tensor, which: str) -> torch.Tensor:
+        """The residual stream after a branch was added: normalised there under post-LN (`mixer` / `ffn`)."""
+        norm = getattr(self, f"post_{which}_sum_norm", None)
+        return norm(x) if norm is not None else x
+
     def mixer_out(self, x, cache, use_cache):
         if self.self_attn is None:
             return torch.zeros_like(x), None
@@ -411,15 +431,19 @@ class DecoderLayer(nn.Module):
 
 
 class HybridDecoder(nn.Module):
-    """Embedding [+ learned positions] [-> norm] -> layers (plan from the config) -> [AttnRes output mix]
-    -> norm -> lm_head [* logit scale] [-> soft-cap]."""
+    """Embedding [-> projection] [+ learned positions] [-> norm] -> layers (plan from the config)
+    -> [AttnRes output mix] -> norm [-> projection] -> lm_head [* logit scale] [-> soft-cap]."""
 
     def __init__(self, cfg: HybridConfig, build_layers: bool = True):
         """`build_layers=False` allocates only embedding, final norm and head (for streaming validation)."""
         super().__init__()
         self.config = cfg
         H = cfg.hidden_size
-        self.embed_tokens = nn.Embedding(cfg.vocab_size, H)
+        E = cfg.embed_dim or H
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, E)
+        if cfg.embed_dim:
+            self.embed_proj = nn.Linear(E, H, bias=False)
+            self.head_proj = nn.Linear(H, E, bias=False)
         if cfg.learned_positions:
             self.embed_positions = nn.Embedding(cfg.learned_positions, H)
         if cfg.embed_norm:
@@ -429,7 +453,7 @@ class HybridDecoder(nn.Module):
             self.norm = make_norm(cfg.norm_style, H, cfg.rms_norm_eps)
         if cfg.residual.startswith("attnres"):
             self.output_attn_res = PseudoQuery(H)
-        self.lm_head = nn.Linear(H, cfg.vocab_size, bias=cfg.head_bias)
+        self.lm_head = nn.Linear(E, cfg.vocab_size, bias=cfg.head_bias)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
 
@@ -442,6 +466,8 @@ class HybridDecoder(nn.Module):
         x = self.embed_tokens(input_ids)
         if cfg.embed_scale != 1.0:   # Gemma multiplies by sqrt(H) rounded to the activation dtype
             x = x * torch.tensor(cfg.embed_scale, dtype=x.dtype)
+        if cfg.embed_dim:
+            x = self.embed_proj(x)
         if cfg.learned_positions:
             pos = torch.arange(start, start + input_ids.shape[1], device=input_ids.device) + cfg.position_offset
             if int(pos[-1]) >= cfg.learned_positions:
@@ -455,7 +481,7 @@ class HybridDecoder(nn.Module):
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """lm_head on the final hidden, times the logit scale, soft-capped when the family caps."""
         cfg = self.config
-        y = self.lm_head(h)
+        y = self.lm_head(self.head_proj(h) if cfg.embed_dim else h)
         if cfg.logit_scale != 1.0:
             y = y * cfg.logit_scale
         if cfg.final_softcap:
@@ -498,8 +524,8 @@ class HybridDecoder(nn.Module):
                     x = x + layer.attn_res_gate * a
                     x = x + layer.mlp_res_gate * layer.ffn_out(x, pins.get(i))
                 else:
-                    x = x + a
-                    x = x + layer.ffn_out(x, pins.get(i))
+                    x = layer.after_add(x + a, "mixer")
+                    x = layer.after_add(x + layer.ffn_out(x, pins.get(i)), "ffn")
                 if cfg.residual == "depth_weights":  # h_{i+1} = block output; mix h_0..h_{i+1}
                     history.append(x)
                     x = torch.einsum("n,n...->...", layer.dwa_weights.to(x.dtype), torch.stack(history))

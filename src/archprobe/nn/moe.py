@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from archprobe.nn.activations import ACTIVATIONS, glu, plain
-from archprobe.nn.norm import RMSNorm
+from archprobe.nn.activations import ACTIVATIONS, LEARNED, XIELU, glu, plain
+from archprobe.nn.norm import RMSNorm, make_norm
 from archprobe.ops.moe import moe_dense_reference, moe_dispatch, moe_route, routing_stats
 
 __all__ = ["ACTIVATIONS", "MLP", "ExpertBank", "Router", "MoE"]
@@ -28,19 +28,25 @@ class MLP(nn.Module):
     """Dense FFN: down(act(gate x) * up x) when gated, down(act(up x)) otherwise; `bias` on all three."""
 
     def __init__(self, hidden: int, width: int, activation: str = "silu", gated: bool = True, situ_betas=(4.0, 25.0),
-                 bias: bool = False, glu_limit: float = 7.0):
+                 bias: bool = False, glu_limit: float = 7.0, sub_norm: str | None = None, norm_eps: float = 1e-6):
+        """`sub_norm`: a norm of that kind on the inner width before down_proj (BitNet's ffn_sub_norm)."""
         super().__init__()
+        if sub_norm:
+            self.sub_norm = make_norm(sub_norm, width, norm_eps)
         if gated:
             self.gate_proj = nn.Linear(hidden, width, bias=bias)
         self.up_proj = nn.Linear(hidden, width, bias=bias)
         self.down_proj = nn.Linear(width, hidden, bias=bias)
-        self.act = glu(activation, situ_betas, glu_limit) if gated else plain(activation)
+        if activation in LEARNED:      # a module with parameters: loaded as mlp.act_fn.*
+            self.act_fn = XIELU()
+            self.act = (lambda g, u: self.act_fn(g) * u) if gated else (lambda h: self.act_fn(h))
+        else:
+            self.act = glu(activation, situ_betas, glu_limit) if gated else plain(activation)
         self.gated = gated
 
     def forward(self, x):
-        if self.gated:
-            return self.down_proj(self.act(self.gate_proj(x), self.up_proj(x)))
-        return self.down_proj(self.act(self.up_proj(x)))
+        h = self.act(self.gate_proj(x), self.up_proj(x)) if self.gated else self.act(self.up_proj(x))
+        return self.down_proj(self.sub_norm(h) if hasattr(self, "sub_norm") else h)
 
 
 class ExpertBank(nn.Module):

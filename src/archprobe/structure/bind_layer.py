@@ -145,11 +145,14 @@ def bind_layer(index: int, layer: dict, H: int, cfg, notes: list[str]) -> tuple[
 
 def _part_extra(part, m: Module, prefix: str, H: int) -> str | None:
     """A leftover inside a bound part that its shape explains: a sub-norm on the part's inner width
-    (BitNet), or a learnable activation scalar (xIELU's alpha/beta) inside an FFN."""
+    (BitNet), an output bias stored apart from o (named so), or a learnable activation scalar (xIELU's
+    alpha/beta) inside an FFN."""
     inner = {getattr(part, "width", None), getattr(part, "expert_width", None)} - {None}
     if isinstance(part, Mixer):
         o_in = part.num_heads * part.head_dim if part.num_heads and part.head_dim else None
         inner = {o_in, part.v_head_dim and part.num_heads and part.v_head_dim * part.num_heads} - {None, 0}
+    if isinstance(part, Mixer) and m.shape == (H,) and "bias" in words(m.path) | set(m.leaf.split("_")):
+        return f"{prefix}o.bias"      # the output projection's bias kept beside it (GPT-NeoX-Japanese dense_bias)
     if len(m.shape) == 1 and m.shape[0] in inner:
         return f"{prefix}sub_norm"
     if isinstance(part, Ffn) and m.weight is not None and m.weight.info.numel <= 1:
@@ -180,9 +183,12 @@ def _norms_and_residual(out: Layer, loose: list[Module], H: int, cfg, roles: dic
     for place, m in placements.items():
         roles[f"norm.{place}"] = m
         out.norm[place] = Norm(kind="layer" if m.bias is not None else layer_norm,
-                               eps=cfg.first_float("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps",
-                                                   "layernorm_epsilon", "norm_epsilon") or cfg.default("norm_eps"),
+                               eps=norm_eps(cfg),
                                offset=bool(cfg.default("norm_offset")) or None, bias=m.bias is not None)
+    if not placements and cfg.default("weightless_norm"):   # OLMo: parameter-free LayerNorms, no tensor to see
+        for place, part in (("pre_mixer", out.mixer), ("pre_ffn", out.ffn)):
+            if part.kind != "none":
+                out.norm[place] = Norm(kind=cfg.default("weightless_norm"), eps=norm_eps(cfg), bias=False)
     vecs = [v for v in vecs if v not in placements.values()]
     other += vecs
     for m in other:
@@ -208,10 +214,21 @@ def common_prefix_len(a: str, b: str) -> int:
     return n
 
 
+NORM_EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps", "layernorm_epsilon",
+                 "norm_epsilon")
+
+
+def norm_eps(cfg) -> float | None:
+    """The norms' eps from its config key, else the family's hard-coded one (OPT's torch default)."""
+    eps = cfg.first_float(*NORM_EPS_KEYS)
+    return eps if eps is not None else cfg.default("norm_eps")
+
+
 def _norm_kind(cfg) -> str:
     if cfg.get("rms_norm_eps") is not None or "rms" in str(cfg.get("norm_type", "")).lower():
         return "rms"
-    if any(cfg.get(k) is not None for k in ("layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon")):
+    if any(cfg.get(k) is not None for k in ("layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon",
+                                            "norm_epsilon")):
         return "layer"
     return "rms"
 
@@ -243,8 +260,12 @@ def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
             out.parallel = True
         return {"pre_mixer" if has_mixer or not has_ffn else "pre_ffn": vecs[0]}
     if n == 2:
-        post = cfg.get("do_layer_norm_before") is False or cfg.get("apply_residual_connection_post_layernorm") is True
+        post = cfg.get("apply_residual_connection_post_layernorm") is True
+        # a norm named after the FFN's output (OLMo 2's post_feedforward_layernorm) makes the pair post-norms
+        post = post or any((words(m.path) | {m.leaf}) & PLACEMENT_WORDS["post_ffn"] for m in vecs)
         a, b = sorted(vecs, key=lambda m: (-_mixer_side(m), m.path))
+        if cfg.get("do_layer_norm_before") is False or cfg.default("post_ln"):   # OPT-350m, GPT-1: norm(x + f(x))
+            return {"post_mixer_sum": a, "post_ffn_sum": b}
         if bool(cfg.get("parallel_attn")) or cfg.get("use_parallel_residual") is True:
             out.parallel = True
         if post:
@@ -253,12 +274,32 @@ def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
     order = ["pre_mixer", "post_mixer", "pre_ffn", "post_ffn"]
     picked: dict[str, Module] = {}
     rest = list(vecs)
-    for place in order:          # names first, then whatever is left in order
-        hit = next((m for m in rest if (words(m.path) | {m.leaf}) & PLACEMENT_WORDS[place]
-                    and not (place == "pre_ffn" and "post_attention_layernorm" in words(m.path) and n >= 4)), None)
+    ambiguous = "post_attention_layernorm"   # Llama: before the FFN; Gemma 2: after the attention
+
+    def named(m: Module, place: str) -> bool:
+        w = words(m.path) | {m.leaf}
+        if ambiguous in w:
+            return False
+        if place.startswith("pre_") and "post" in w:      # post_norm1 is not a pre-norm for its "norm1"
+            return False
+        return bool(w & PLACEMENT_WORDS[place])
+
+    for place in order:          # unambiguous names first
+        hit = next((m for m in rest if named(m, place)), None)
         if hit is not None:
             picked[place] = hit
             rest.remove(hit)
+    numbered = sorted((m for m in rest if "post" in words(m.path) and m.path[-1:] in "12"), key=lambda m: m.path)
+    for place, m in zip(("post_mixer", "post_ffn"), numbered, strict=False):   # Peri-LN's post_norm1 / post_norm2
+        if place not in picked:
+            picked[place] = m
+            rest.remove(m)
+    amb = next((m for m in rest if ambiguous in words(m.path)), None)
+    if amb is not None:          # the placement its neighbours leave open, after the attention when both are
+        place = "pre_ffn" if "post_mixer" in picked and "pre_ffn" not in picked else "post_mixer"
+        if place not in picked:
+            picked[place] = amb
+            rest.remove(amb)
     for place in order:
         if place not in picked and rest:
             picked[place] = rest.pop(0)

@@ -467,14 +467,16 @@ def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = N
         nh = Wo // hd if Wo % hd == 0 else None
     if len(readers) == 1:
         qkv, W = readers[0]
-        if nh and hd and not kvh and (W - nh * hd) % (2 * hd) == 0:
-            kvh = (W - nh * hd) // (2 * hd)
+        if nh and hd and (not kvh or (nh + 2 * kvh) * hd != W) and W > nh * hd and (W - nh * hd) % (2 * hd) == 0:
+            kvh = (W - nh * hd) // (2 * hd)    # the shape over the config (Falcon's multi_query keeps num_kv_heads)
         if not (nh and hd and kvh and (nh + 2 * kvh) * hd == W) and W == 3 * Wo:
             kvh = nh
         mixer.fused_qkv = True
         if nh and hd and kvh:
             mixer.layout["qkv_split"] = [nh * hd, kvh * hd, kvh * hd]
             layout = cfg.default("qkv_layout")
+            if not layout and kvh == nh and cfg.get("use_parallel_residual") is not None:
+                layout = "per_head"   # GPT-NeoX's own key: its lineage fuses qkv per head (a tie-break, no row)
             if layout:
                 mixer.layout["qkv_interleaved"] = layout
         roles.append(("qkv", qkv))

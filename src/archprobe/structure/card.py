@@ -49,7 +49,8 @@ Layer
                 router: Router {scoring `softmax`/`sigmoid`, selection_bias, renormalize, scaling,
                 n_group, topk_group, input `hidden`/`latent`}, shared: Shared {count, width, gated},
                 latent_size, latent_norm
-  norm: dict[placement, Norm]    placements `pre_mixer`, `post_mixer`, `pre_ffn`, `post_ffn`, `latent`
+  norm: dict[placement, Norm]    placements `pre_mixer`, `post_mixer`, `pre_ffn`, `post_ffn`, `latent`;
+                                 post-LN (x = norm(x + f(x)), GPT-1, OPT-350m): `post_mixer_sum`, `post_ffn_sum`
   residual: Residual  kind `identity` / `gated` / `depth_weights` / `attnres`, block_size
 Every part (Mixer, Ffn) also has `layout` (facts the math needs about storage, see below),
 `evidence` (list of {"tensor", "shape", "why"}) and `confidence` (0..1).
@@ -185,6 +186,8 @@ class Mixer:
     qk_norm_after_rope: bool | None = None   # q/k norms applied to the rotated q, k (HunYuan)
     query_scale: dict | None = None  # position-dependent query multiplier (nn.attention.query_scale_at): ssmax
                                      # {length, power} (Beam), log_floor {beta, length, shift} (Llama 4)
+    clip_qkv: float | None = None    # q, k, v clamped to [-clip, clip] (OLMo, DBRX clip_qkv)
+    alibi_scaled: bool | None = None   # ALiBi added before the softmax scale, so scaled with it (Falcon)
     kv_lora_rank: int | None = None
     q_lora_rank: int | None = None
     rope_dim: int | None = None

@@ -14,7 +14,7 @@ from collections import Counter
 
 from archprobe.formats.quant import classify, summarize
 from archprobe.formats.sources import RawCheckpoint
-from archprobe.structure.bind_layer import bind_layer, common_prefix_len
+from archprobe.structure.bind_layer import bind_layer, common_prefix_len, norm_eps
 from archprobe.structure.card import Card
 from archprobe.structure.config import ConfigView
 from archprobe.structure.modules import Module, group_modules, words
@@ -134,7 +134,7 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
     if pos:
         roles["pos_embed"] = pos[0]
         card.embed.pos_kind, card.origins["embed.pos_kind"] = "learned", "shape"
-        if P and pos[0].shape[0] == P + 2:   # OPT, BioGPT, BART: position t reads row t + 2 (fairseq's offset)
+        if P and pos[0].shape[0] == P + 2:     # OPT / BioGPT keep 2 rows before position 0 (padding offset)
             card.embed.position_offset, card.origins["embed.position_offset"] = 2, "shape"
     queries = [m for m in mods.values() if m.shape == (1, H)]
     vecs = [m for m in mods.values() if m.shape == (H,)]
@@ -178,6 +178,9 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
         if id(m) not in used:
             card.unexplained += [e.name for _, e in m.entries()]
     fn = roles.get("final_norm")
+    if fn is None and cfg.default("weightless_norm"):
+        card.final_norm.kind, card.final_norm.bias = cfg.default("weightless_norm"), False
+        card.origins["final_norm.kind"] = "default"
     if fn is not None:
         card.final_norm.bias = fn.bias is not None
         card.final_norm.kind = "layer" if fn.bias is not None else (card.layers[0].norm.get("pre_mixer").kind
@@ -213,12 +216,43 @@ def _no_rope_key(cfg: ConfigView) -> bool:
     return not any("rope" in k or "rotary" in k or "position_embedding_type" in k or "alibi" in k for k in keys)
 
 
+def _scales(card: Card, cfg: ConfigView) -> None:
+    """Multipliers on the embedding, the branches, the softmax and the logits, by their config keys'
+    meaning in transformers (granite, minicpm3, gemma2/3, cohere, biogpt modeling files)."""
+    H = card.hidden_size
+    if cfg.get("scale_embedding") is True and H:          # BioGPT, XGLM, M2M100: embed_scale = sqrt(H)
+        _set(card, "embed.scale", math.sqrt(H), "config:scale_embedding")
+    logit, where = cfg.first_float_at("logit_scale")          # Cohere: logits * logit_scale
+    _set(card, "head.scale", logit, f"config:{where}")
+    div, where = cfg.first_float_at("logits_scaling")         # Granite: logits / logits_scaling
+    if div:
+        multiplies = cfg.default("logits_scaling") == "multiply"   # HyperCLOVA X multiplies instead
+        _set(card, "head.scale", div if multiplies else 1.0 / div, f"config:{where}" if not multiplies else "default")
+    base, _ = cfg.first_float_at("dim_model_base")               # MiniCPM: hidden / (H / dim_model_base)
+    if base and H and cfg.get("scale_depth") is not None:
+        _set(card, "head.scale", base / H, "config:dim_model_base")
+    res, r_where = cfg.first_float_at("residual_multiplier")     # Granite: x + m * branch(x)
+    depth, _ = cfg.first_float_at("scale_depth")                 # MiniCPM: m = scale_depth / sqrt(layers)
+    n = cfg.first_int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    if res is None and depth is not None and n:
+        res, r_where = depth / math.sqrt(n), "scale_depth"
+    att, a_where = cfg.first_float_at("attention_multiplier")    # Granite: the softmax scale itself
+    qpas, _ = cfg.first_float_at("query_pre_attn_scalar")        # Gemma 2/3: scale = qpas ** -0.5
+    if att is None and qpas:
+        att, a_where = qpas ** -0.5, "query_pre_attn_scalar"
+    clip, c_where = cfg.first_float_at("clip_qkv")               # OLMo, DBRX (attn_config.clip_qkv)
+    for i, layer in enumerate(card.layers):
+        _set(card, f"layers.{i}.residual.multiplier", res, f"config:{r_where}")
+        if layer.mixer.kind in ("gqa", "mha", "mqa"):
+            _set(card, f"layers.{i}.mixer.scale", att, f"config:{a_where}")
+            _set(card, f"layers.{i}.mixer.clip_qkv", clip, f"config:{c_where}")
+
+
 def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     """What shapes cannot say: rope, eps, activation, top-k, scoring, windows, soft-caps, embedding scale."""
     mp, where = cfg.first_int_at("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
     _set(card, "max_position_embeddings", mp, f"config:{where}")
-    eps = cfg.first_float("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps",
-                          "layernorm_epsilon", "norm_epsilon") or cfg.default("norm_eps")
+    eps = norm_eps(cfg)
     if eps is not None:
         card.final_norm.eps = eps
     if cfg.default("norm_offset"):
@@ -230,13 +264,17 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         _set(card, "embed.scale", math.sqrt(card.hidden_size), "default")
     mult, where = cfg.first_float_at("embedding_multiplier", "scale_emb")
     _set(card, "embed.scale", mult, f"config:{where}")
+    _scales(card, cfg)
     alibi = cfg.get("alibi") is True or bool(cfg.default("alibi"))
     if alibi:
         _set(card, "embed.pos_kind", "alibi", "config:alibi" if cfg.get("alibi") is True else "default")
     derive_positions(card, cfg)      # rope (model and per layer), NoPE layers, sinusoidal positions
     _hard_coded_positions(card, cfg)
     act, act_where = cfg.first_str_at("hidden_act", "hidden_activation", "activation_function", "mlp_hidden_act",
-                                      "ffn_act_fn", "activation")
+                                      "ffn_act_fn", "activation", "afn")
+    if act is None and isinstance(cfg.get("ffn_act_fn"), dict):      # DBRX: ffn_config.ffn_act_fn {"name": ...}
+        name = cfg.get("ffn_act_fn").get("name")
+        act, act_where = (name, "ffn_act_fn.name") if isinstance(name, str) and name else (None, None)
     if act is None and cfg.default("activation"):    # hard-coded in the modeling file (CTRL's ReLU, LFM2's SiLU)
         act, act_where = cfg.default("activation"), None
     top_k, k_where = cfg.first_int_at("num_experts_per_tok", "num_experts_per_token", "experts_per_token", "moe_top_k",
@@ -246,12 +284,18 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     scoring, s_where = cfg.first_str_at("scoring_func", "moe_router_activation_func", "router_activation",
                                         "score_function")
     renorm = cfg.get("norm_topk_prob", cfg.get("moe_renormalize"))
+    if renorm is None and cfg.get("moe_normalize_expert_weights") == 1:   # DBRX: top-k weights over their L1 norm
+        renorm = True
     scale, sc_where = cfg.first_float_at("routed_scaling_factor", "router_scaling_factor")
     n_group, g_where = cfg.first_int_at("n_group", "num_expert_group")
     topk_group, tg_where = cfg.first_int_at("topk_group")
     n_shared, sh_where = cfg.first_int_at("n_shared_experts", "num_shared_experts", "shared_expert_count")
     window, w_where = cfg.first_int_at("sliding_window", "attention_window_size")
     types = cfg.get("layer_types")
+    if not isinstance(types, list) and isinstance(cfg.get("attention_layers"), list):   # GPT-Neo: global / local
+        types = cfg.get("attention_layers")
+        if window is None:
+            window, w_where = cfg.first_int_at("window_size")
     attn_cap, ac_where = cfg.first_float_at("attn_logit_softcapping")
     gate_lb = cfg.first_float("gate_lower_bound")
     sliding_all = bool(cfg.default("sliding_all")) and cfg.get("use_sliding_window", True) is not False
@@ -265,8 +309,12 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             elif window and sliding_all:
                 _set(card, f"{p}.mixer.sliding_window", window, "default")
             _set(card, f"{p}.mixer.logit_soft_cap", attn_cap, f"config:{ac_where}")
+            if cfg.default("attn_scale") is not None and m.scale is None:
+                _set(card, f"{p}.mixer.scale", float(cfg.default("attn_scale")), "default")
             if alibi:
                 _set(card, f"{p}.mixer.alibi", True, "default")
+                if cfg.default("alibi_scaled"):
+                    _set(card, f"{p}.mixer.alibi_scaled", True, "default")
         if m.kind == "mamba":      # RMS norms on dt, B, C: weightless (FalconMamba's mixer_rms_eps) or stored (Jamba)
             ssm_eps, se_where = cfg.first_float_at("mixer_rms_eps")
             if ssm_eps is None and f"{p}.mixer.dt_norm" in card.tensors:
@@ -318,6 +366,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         for place, norm in layer.norm.items():
             if norm.offset:
                 card.origins[f"{p}.norm.{place}.offset"] = "default"
+            if f"{p}.norm.{place}" not in card.tensors:
+                card.origins[f"{p}.norm.{place}.kind"] = "default"
         if layer.parallel is None and cfg.default("parallel") and len(layer.norm) == 1:
             _set(card, f"{p}.parallel", True, "default")
     if n_where and card.num_layers is not None:

@@ -13,7 +13,10 @@ together: rotate_half on x[..., 0::2], rotate_every_two, view_as_complex), `rope
 without positions), `nope_full_layers` (with sliding layers, the full-attention layers run without rope),
 `qk_norm_after_rope`, `nope_query_scale` (the NoPE layers' query multiplier), `positions` (`vaswani` /
 `tensor2tensor` sinusoidal tables, not stored) with `position_offset`; `norm_eps` and `activation` where
-the modeling file hard-codes them.
+the modeling file hard-codes them; `logits_scaling` (`multiply` where the family multiplies), `post_ln` (each norm
+after its residual add), `weightless_norm` (`layer` / `rms`: pre-norms and final norm without
+parameters, so without tensors), `attn_scale` (a hard-coded softmax scale), `alibi_scaled` (ALiBi added
+before the softmax scale).
 """
 
 from __future__ import annotations
@@ -22,14 +25,22 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "gpt2": {"conv1d_transposed": True, "source": "transformers/models/gpt2/modeling_gpt2.py (Conv1D)"},
     "gpt_bigcode": {"source": "transformers/models/gpt_bigcode/modeling_gpt_bigcode.py (nn.Linear c_attn)",
                     "conv1d_transposed": False},
+    "gpt_neo": {"attn_scale": 1.0, "source": "transformers/models/gpt_neo/modeling_gpt_neo.py (no 1/sqrt(d): "
+                                             "torch.matmul(query, key.transpose(-1, -2)) unscaled)"},
     "gpt_neox": {"qkv_layout": "per_head", "source": "transformers/models/gpt_neox/modeling_gpt_neox.py "
                                                      "(qkv.view(..., heads, 3 * head_dim))"},
+    "gpt_neox_japanese": {"qkv_layout": "per_head",
+                          "source": "transformers/models/gpt_neox_japanese/modeling_gpt_neox_japanese.py "
+                                    "(qkv.view(..., heads, 3 * head_size))"},
     "persimmon": {"qkv_layout": "per_head", "source": "transformers/models/persimmon/modeling_persimmon.py "
                                                       "(_split_heads)"},
-    "bloom": {"qkv_layout": "per_head", "alibi": True,
-              "source": "transformers/models/bloom/modeling_bloom.py (_reshape, build_alibi_tensor)"},
-    "falcon": {"qkv_layout": "grouped", "source": "transformers/models/falcon/modeling_falcon.py (_split_heads)"},
-    "mpt": {"alibi": True, "source": "transformers/models/mpt/modeling_mpt.py (build_mpt_alibi_tensor)"},
+    "bloom": {"qkv_layout": "per_head", "alibi": True, "activation": "gelu_tanh",
+              "source": "transformers/models/bloom/modeling_bloom.py (_reshape, build_alibi_tensor, BloomGelu)"},
+    "falcon": {"qkv_layout": "grouped", "alibi_scaled": True,
+               "source": "transformers/models/falcon/modeling_falcon.py (_split_heads; (scores + alibi) * "
+                         "inv_norm_factor)"},
+    "mpt": {"alibi": True, "activation": "gelu",
+            "source": "transformers/models/mpt/modeling_mpt.py (build_mpt_alibi_tensor, nn.GELU(approximate='none'))"},
     "gpt_oss": {"gate_up": "interleaved", "scoring": "softmax",
                 "source": "transformers/models/gpt_oss/modeling_gpt_oss.py (gate_up[..., ::2], [..., 1::2]; "
                           "softmax over the top-k router logits)"},
@@ -116,6 +127,16 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "ctrl": {"positions": "vaswani", "embed_scale": "sqrt_hidden", "activation": "relu",
              "source": "transformers/models/ctrl/modeling_ctrl.py (positional_encoding; inputs_embeds * "
                        "sqrt(d_model_size); point_wise_feed_forward_network's nn.ReLU)"},
+    "nemotron": {"norm_offset": True, "source": "transformers/models/nemotron/modeling_nemotron.py "
+                                                "(NemotronLayerNorm1P: layer_norm with weight + 1)"},
+    "olmo": {"weightless_norm": "layer", "norm_eps": 1e-5,
+             "source": "transformers/models/olmo/modeling_olmo.py (OlmoLayerNorm: F.layer_norm, no weight, eps 1e-5)"},
+    "openai-gpt": {"post_ln": True, "source": "transformers/models/openai/modeling_openai.py (Block: "
+                                              "ln_1(x + attn(x)), ln_2(n + mlp(n)))"},
+    "hyperclovax": {"logits_scaling": "multiply", "source": "transformers/models/hyperclovax/modeling_hyperclovax.py "
+                                                            "(lm_head(h) * logits_scaling; Granite divides)"},
+    "vaultgemma": {"norm_offset": True, "embed_scale": "sqrt_hidden",
+                   "source": "transformers/models/vaultgemma/modeling_vaultgemma.py (1 + weight, hidden_size**0.5)"},
 }
 
 

@@ -28,7 +28,7 @@ BARE = ("sinks", "A_log", "D", "dt_bias", "dt_norm", "b_norm", "c_norm", "lambda
 # role leaf -> archprobe.nn parameter path (under the layer's mixer / FFN module); `.weight` implied
 MIXER_PARAMS = {
     "attention": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_norm": "q_norm",
-                  "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj",
+                  "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj", "sub_norm": "sub_norm",
                   **{f"lambda_{x}": f"lambda_{x}" for x in ("q1", "k1", "q2", "k2")}},
     "mla": {"q": "q_proj", "q_a": "q_a_proj", "q_a_norm": "q_a_layernorm", "q_b": "q_b_proj",
             "kv_a": "kv_a_proj_with_mqa", "kv_a_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "o": "o_proj",
@@ -51,8 +51,10 @@ MIXER_PARAMS = {
 GDN_SOURCES = ("q", "k", "v", "q_conv", "k_conv", "v_conv", "in_proj")
 FFN_PARAMS = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 NORM_MODULES = {"pre_mixer": "input_layernorm", "pre_ffn": "post_attention_layernorm",
-                "post_mixer": "post_mixer_norm", "post_ffn": "post_ffn_norm"}
+                "post_mixer": "post_mixer_norm", "post_ffn": "post_ffn_norm",
+                "post_mixer_sum": "post_mixer_sum_norm", "post_ffn_sum": "post_ffn_sum_norm"}
 MODEL_PARAMS = {"embed": "embed_tokens", "pos_embed": "embed_positions", "embed_norm": "embed_layernorm",
+                "embed_proj": "embed_proj", "head_proj": "head_proj",
                 "final_norm": "norm", "head": "lm_head"}
 LATENT_NAMES = ("latent_down", "latent_up", "latent_norm")
 RESIDUAL_PARAMS = {"pre_mixer.query": "self_attention_res.proj.weight",
@@ -217,10 +219,13 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
             raise Unsupported(f"{p}.mixer.qk_norm {m.qk_norm!r}")
         out["qk_norm"] = qk[m.qk_norm]
         out["attn_softcap"] = m.logit_soft_cap
+        out["clip_qkv"] = getattr(m, "clip_qkv", None)
+        out["attn_sub_norm"] = has("mixer.sub_norm")
         out["attn_sinks"] = bool(m.sinks) or has("mixer.sinks")
         if (m.layout or {}).get("differential"):   # lambda_init per layer depth (arXiv:2410.05258, DiffLlama)
             out["attn_differential"] = 0.8 - 0.6 * math.exp(-0.3 * i)
         out["alibi"] = bool(m.alibi)
+        out["alibi_scaled"] = bool(m.alibi) and bool(getattr(m, "alibi_scaled", None))
         gate = m.output_gate
         if gate not in (None, "sigmoid_g_proj", "fused_in_q_proj"):
             raise Unsupported(f"{p}.mixer.output_gate {gate!r} on softmax attention")
@@ -312,11 +317,16 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         raise Unsupported(f"{p}.ffn.kind {fk!r}")
     out["ffn"] = fk
     if fk != "none":
-        from archprobe.nn.activations import ACTIVATIONS
+        from archprobe.nn.activations import ACTIVATIONS, LEARNED
 
         act = _need(f.activation, f"{p}.ffn.activation")
         if act not in ACTIVATIONS:
             raise Unsupported(f"{p}.ffn.activation {act!r} (archprobe.nn knows {', '.join(ACTIVATIONS)})")
+        if act in LEARNED and fk != "dense":
+            raise Unsupported(f"{p}.ffn.activation {act!r} with learned parameters in a routed expert bank")
+        if has("ffn.sub_norm") and fk != "dense":
+            raise Unsupported(f"{p}.ffn.sub_norm in a routed expert bank")
+        out["ffn_sub_norm"] = has("ffn.sub_norm")
         out.update(hidden_act=act, gated_ffn=_need(f.gated, f"{p}.ffn.gated"),
                    mlp_bias=bool(f.bias) or has("ffn.down.bias") or has("ffn.shared.down.bias"))
         if act == "swiglu_oss" and getattr(f, "glu_limit", None) is not None:
@@ -353,6 +363,8 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
     for placement in placements - set(NORM_MODULES):
         if placement != "latent":
             raise Unsupported(f"{p}.norm.{placement}: a norm placement archprobe.nn does not know")
+    if layer.parallel and placements & {"post_mixer_sum", "post_ffn_sum"}:
+        raise Unsupported(f"{p}: a parallel block with post-LN norms after the residual add")
     if layer.parallel:
         out["block"] = "parallel" if "pre_ffn" in placements else "parallel_shared"
     elif "post_mixer" in placements or "post_ffn" in placements:
@@ -430,6 +442,8 @@ def config_fields(card, n_run: int | None = None) -> dict:
         cfg_fields["learned_positions"] = learned
     if pos == "sinusoidal":
         cfg_fields["sinusoidal_positions"] = _need(embed.sinusoid, "embed.sinusoid", "vaswani or tensor2tensor")
+    if "embed_proj" in roles or "head_proj" in roles:
+        cfg_fields["embed_dim"] = -1   # the embedding's own width, read off the stored table by the loader
     # MXFP4 experts (compressed-tensors `weight_packed` U8 without `weight_shape`) stay packed in memory and
     # are dequantized per routed expert, so a streamed MoE layer costs its packed size
     packed = [r for r in roles if ".ffn.experts." in r and r.endswith("#weight_packed")]
@@ -471,6 +485,11 @@ def blueprint(card, shapes: dict[str, tuple], n_run: int | None = None) -> Bluep
         if name is None or name not in shapes:
             raise NeedsField("tensors.pos_embed", "learned positions without their table")
         fields_["learned_positions"] = shapes[name][0]
+    if fields_.get("embed_dim") == -1:
+        name = card.tensors.get("embed")
+        if name is None or name not in shapes or len(shapes[name]) != 2:
+            raise NeedsField("tensors.embed", "projected embeddings without their table")
+        fields_["embed_dim"] = shapes[name][1]
     try:
         cfg = HybridConfig(**fields_)
     except ValueError as exc:
@@ -537,6 +556,10 @@ def _layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
     # ffn
     ffn = _ffn_module(cfg, i)
     if ffn == "mlp":
+        if stem.startswith("act.") and not bias:    # a learned activation's own tensors (xIELU alpha_p, ...)
+            return f"mlp.act_fn.{stem[4:]}"
+        if stem == "sub_norm":
+            return f"mlp.sub_norm{suffix}"
         if stem == "gate_up":
             return f"src:mlp.gate_up{suffix}"
         return f"mlp.{FFN_PARAMS[stem]}{suffix}" if stem in FFN_PARAMS else None
