@@ -65,6 +65,15 @@ KNOWN_WRONG = {
     "lara_mini": "card: split Gated DeltaNet projections bound to the fused in_proj_qkvz/in_proj_ba roles",
     "mamba2": "wrong logits for the pure Mamba-2 model; the missing field or nn difference is not isolated yet",
     "ministral3": "card: llama_4_scaling_beta (position-dependent query scaling) not described; nn lacks it",
+    # MoE routing now derived (job 14-A); each fails on a piece other branches derive (verified with --card)
+    "afmoe": "card: rope-free full-attention layers (nope_full_layers, branch rope) not derived (nn verified)",
+    "ernie4_5_moe": "card: rope.interleaved not derived (nn verified)",
+    "hunyuan_moe": "card: mixer.qk_norm_after_rope not derived (nn verified)",
+    "llama4": "card: NoPE layers (no_rope_layers) and rope.interleaved not derived (nn verified)",
+    "granitemoe": "card: Granite multipliers (mixer.scale, residual.multiplier, head.scale) not derived (nn verified)",
+    "granitemoe_swa": "card: mixer.scale (attention_multiplier) not derived (nn verified)",
+    "granitemoeshared": "card: mixer.scale (attention_multiplier) not derived (nn verified)",
+    "granitemoehybrid": "card: mixer.scale (attention_multiplier) not derived; the Mamba-2 layers still differ",
 }
 KNOWN_TWIN_GAPS = {
     "gpt_neox": "card: the twin's card differs from the original's (renamed fused qkv / norms)",

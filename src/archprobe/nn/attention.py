@@ -6,7 +6,10 @@ q/k/v and o biases; q/k norms per head (Qwen3, Gemma 3) or over the whole projec
 attention-logit soft-cap (Gemma 2: cap * tanh(s / cap)); learned attention sinks (gpt-oss: one extra
 logit per head that takes probability mass and returns nothing); a softmax scale other than
 1/sqrt(d) (Gemma's query_pre_attn_scalar, Granite's attention_multiplier); a sigmoid output gate
-`g_proj` (gated attention); dynamic allocation by `HeadGate` or `Indexer` (archprobe.nn.dynamic).
+`g_proj` (gated attention); dynamic allocation by `HeadGate` or `Indexer` (archprobe.nn.dynamic);
+chunked attention (Llama 4: a query sees only the earlier keys of its own `chunk`-token block); weightless
+q/k RMS norms (`qk_norm="weightless"`, Llama 4's L2 norm); query temperature tuning (Llama 4's NoPE
+layers: q times 1 + scale * log1p(floor((pos + 1) / floor_scale))).
 With a window the cache keeps only the last `window` keys. Fused qkv checkpoints are split on load.
 """
 
@@ -19,7 +22,7 @@ from torch import nn
 
 from archprobe.nn.cache import KVCache, causal_mask
 from archprobe.nn.dynamic import HeadGate, Indexer
-from archprobe.nn.norm import make_norm
+from archprobe.nn.norm import make_norm, rms_normalise
 from archprobe.nn.rope import Rope
 
 
@@ -63,11 +66,13 @@ class Attention(nn.Module):
                  gate_in_q: bool = False, rotary_dim: int | None = None, norm_style: str = "standard",
                  rope: Rope | None = None, qkv_bias: bool = False, o_bias: bool = False, scale: float | None = None,
                  softcap: float | None = None, sinks: bool = False, alibi: bool = False,
-                 qk_norm_after_rope: bool = False):
+                 qk_norm_after_rope: bool = False, chunk: int | None = None,
+                 temperature: tuple[float, float] | None = None):
         """`gate_in_q`: Qwen3-Next's gated attention, q_proj emits [q | gate] per head (no g_proj).
         `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
         (one norm of head_dim shared by heads), `full` (one over the whole q / k projection),
-        `per_head_weights` (each head its own gain, [heads, head_dim]: Cohere, StableLM-2-12B)."""
+        `per_head_weights` (each head its own gain, [heads, head_dim]: Cohere, StableLM-2-12B), `weightless`
+        (normalised, no gain). `chunk`: chunked attention. `temperature`: (scale, floor_scale)."""
         super().__init__()
         if heads % kv_heads:
             raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
@@ -83,9 +88,12 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(heads * head_dim, hidden, bias=o_bias)
         self.qk_norm = "head" if qk_norm is True else (qk_norm or None)
         self.qk_norm_after_rope = qk_norm_after_rope   # HunYuan normalises the rotated q and k
-        if self.qk_norm not in (None, "head", "full", "per_head_weights"):
-            raise ValueError(f"qk_norm must be 'head', 'full' or 'per_head_weights', not {qk_norm!r}")
-        if self.qk_norm:
+        if self.qk_norm not in (None, "head", "full", "per_head_weights", "weightless"):
+            raise ValueError(f"qk_norm must be 'head', 'full', 'per_head_weights' or 'weightless', not {qk_norm!r}")
+        self.chunk, self.temperature, self.norm_eps = chunk, temperature, norm_eps
+        if self.qk_norm == "weightless":
+            self.q_norm = self.k_norm = lambda t: rms_normalise(t, norm_eps).to(t.dtype)
+        elif self.qk_norm:
             full, own = self.qk_norm == "full", self.qk_norm == "per_head_weights"
             self.q_norm = make_norm(norm_style, heads * head_dim if full else (heads, head_dim) if own else head_dim,
                                     norm_eps)
@@ -111,7 +119,7 @@ class Attention(nn.Module):
         q = q.unflatten(-1, (self.heads, self.head_dim))
         k = k.unflatten(-1, (self.kv_heads, self.head_dim))
         v = v.unflatten(-1, (self.kv_heads, self.head_dim))
-        if self.qk_norm in ("head", "per_head_weights") and not self.qk_norm_after_rope:
+        if self.qk_norm in ("head", "per_head_weights", "weightless") and not self.qk_norm_after_rope:
             q, k = self.q_norm(q), self.k_norm(k)
         return q, k, v, q_gate
 
@@ -122,8 +130,13 @@ class Attention(nn.Module):
         if self.rope is not None:
             pos = torch.arange(start, start + T, device=x.device)
             q, k = self.rope.apply(q, pos), self.rope.apply(k, pos)
-        if self.qk_norm in ("head", "per_head_weights") and self.qk_norm_after_rope:
+        if self.qk_norm in ("head", "per_head_weights", "weightless") and self.qk_norm_after_rope:
             q, k = self.q_norm(q), self.k_norm(k)
+        if self.temperature is not None:
+            scale, floor_scale = self.temperature
+            pos = torch.arange(start, start + T, device=x.device, dtype=torch.float32)
+            t = torch.log1p(torch.floor((pos + 1.0) / floor_scale)) * scale + 1.0
+            q = (q * t[None, :, None, None]).to(q.dtype)
         keys_idx = self.indexer.keys(x) if self.indexer is not None else None
         if cache is not None:
             k_all, v_all = torch.cat([cache.k, k], 1), torch.cat([cache.v, v], 1)
@@ -133,6 +146,10 @@ class Attention(nn.Module):
             k_all, v_all = k, v
         S = k_all.shape[1]
         mask = causal_mask(T, S, x.device, self.window)
+        if self.chunk:   # absolute positions: the cache holds every key of the sequence so far
+            q_chunk = torch.arange(start, start + T, device=x.device) // self.chunk
+            mask = mask & (q_chunk[:, None] == (torch.arange(start + T - S, start + T, device=x.device)
+                                                // self.chunk)[None, :])
         if self.indexer is not None:
             mask = self.indexer.select(x, keys_idx, mask)
         bias = None

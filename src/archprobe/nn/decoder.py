@@ -124,12 +124,16 @@ class HybridConfig:
     expert_storage: str = "dense"      # "mxfp4": keep routed experts packed, dequantize on use (validate)
     router_logit_bias: bool = False    # gpt-oss: the router is a Linear with a bias
     expert_bias: bool = False          # gpt-oss: biases on the experts' projections
+    moe_weight_on: str = "output"      # "input": the routing weight scales the expert's input (Llama 4)
+    moe_sparsemixer_eps: float = 0.01  # router "sparsemixer" (PhiMoE): router_jitter_noise
     group_score: str = "top2_sum"      # group-limited routing ranks groups by top-2 sum (V3) or max (V2)
     glu_limit: float = 7.0             # swiglu_oss clamp (gpt-oss swiglu_limit)
     # the families' switches: norms and their placement, biases, attention extras, model-level extras
     block: str = "pre"                 # pre | post | sandwich | parallel | parallel_shared (see DecoderLayer)
     norm_placements: tuple | None = None  # which of pre_mixer, pre_ffn, post_mixer, post_ffn exist; None: the block's
     qk_norm_after_rope: bool = False
+    attn_chunk_size: int | None = None          # chunked attention (Llama 4's chunked_attention layers)
+    attn_temperature: tuple[float, float] | None = None   # Llama 4 NoPE layers: (attn_scale, floor_scale)
     rope: Rope | None = None           # scaled / partial / interleaved rope; None: rope_theta, default
     attention_bias: bool = False       # q, k, v projections
     attention_out_bias: bool = False   # o projection
@@ -272,7 +276,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          rotary_dim=int(d * cfg.partial_rotary_factor), norm_style=cfg.norm_style, rope=cfg.rope,
                          qkv_bias=cfg.attention_bias, o_bias=cfg.attention_out_bias, scale=cfg.attn_scale,
                          softcap=cfg.attn_softcap, sinks=cfg.attn_sinks, alibi=cfg.alibi,
-                         qk_norm_after_rope=cfg.qk_norm_after_rope)
+                         qk_norm_after_rope=cfg.qk_norm_after_rope, chunk=cfg.attn_chunk_size,
+                         temperature=cfg.attn_temperature)
     return None
 
 
@@ -293,7 +298,8 @@ def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
                    latent_names=cfg.latent_names, situ_betas=betas, norm_eps=cfg.rms_norm_eps,
                    expert_storage=cfg.expert_storage, shared_gate=cfg.shared_expert_gate,
                    router_logit_bias=cfg.router_logit_bias, expert_bias=cfg.expert_bias, group_score=cfg.group_score,
-                   glu_limit=cfg.glu_limit, shared_bias=cfg.mlp_bias)
+                   glu_limit=cfg.glu_limit, shared_bias=cfg.mlp_bias, weight_on=cfg.moe_weight_on,
+                   sparsemixer_eps=cfg.moe_sparsemixer_eps)
     return None
 
 

@@ -123,11 +123,16 @@ class MoE(nn.Module):
                  situ_betas=(4.0, 25.0), norm_eps: float = 1e-5, dispatch: bool = True,
                  expert_storage: str = "dense", shared_gate: bool = False, router_logit_bias: bool = False,
                  expert_bias: bool = False, group_score: str = "top2_sum", glu_limit: float = 7.0,
-                 shared_bias: bool = False):
+                 shared_bias: bool = False, weight_on: str = "output", sparsemixer_eps: float = 0.01):
         """`shared_gate`: Qwen3-Next's single `shared_expert` scaled by sigmoid(`shared_expert_gate` x).
         `group_score`: how group-limited routing ranks groups, `top2_sum` (DeepSeek-V3) or `max`
-        (DeepSeek-V2's group_limited_greedy). `router_logit_bias`/`expert_bias`: gpt-oss's biases."""
+        (DeepSeek-V2's group_limited_greedy). `router_logit_bias`/`expert_bias`: gpt-oss's biases.
+        `weight_on="input"`: the routing weight scales the expert's input, expert(w x) (Llama 4), not its
+        output. `score="sparsemixer"` (PhiMoE) uses `sparsemixer_eps` (the config's router_jitter_noise)."""
         super().__init__()
+        if weight_on not in ("output", "input"):
+            raise ValueError(f"weight_on must be 'output' or 'input', not {weight_on!r}")
+        self.weight_on, self.sparsemixer_eps = weight_on, sparsemixer_eps
         if routing_space not in ("hidden", "latent"):
             raise ValueError(f"routing_space must be 'hidden' or 'latent', not {routing_space!r}")
         if routing_space == "latent" and not latent_size:
@@ -165,7 +170,8 @@ class MoE(nn.Module):
         if experts is None and self.groups > 1 and self.group_score == "max":
             experts = self._group_max_choice(logits, bias)
         return moe_route(logits, self.top_k, score=self.score, bias=bias, renormalize=self.renormalize,
-                         scale=self.scale, groups=self.groups, topk_groups=self.topk_groups, experts=experts)
+                         scale=self.scale, groups=self.groups, topk_groups=self.topk_groups, experts=experts,
+                         sparsemixer_eps=self.sparsemixer_eps)
 
     def _group_max_choice(self, logits: torch.Tensor, bias) -> torch.Tensor:
         """DeepSeek-V2's group-limited greedy choice: keep the `topk_groups` groups with the highest
@@ -198,8 +204,14 @@ class MoE(nn.Module):
         weights, experts = self.route(r_in, experts=forced)
         self.last_routing = (experts.detach(), weights.detach())
         run = moe_dispatch if self.dispatch else moe_dense_reference
-        y = run(z, weights, experts, self.experts.run, self.num_experts)
+        y = run(z, weights, experts, self.expert_fn, self.num_experts)
         return self.combine_output(y, xf).reshape(shape)
+
+    def expert_fn(self, x: torch.Tensor, e: int, scale: torch.Tensor | None = None) -> torch.Tensor:
+        """Expert e on x [n, in] with its routing weights `scale` [n, 1] on the output, or on the input."""
+        if self.weight_on == "input" and scale is not None:
+            return self.experts.run(x * scale.to(x.dtype), e)
+        return self.experts.run(x, e, scale)
 
     def expert_input(self, xf: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(what the experts read: x or its latent down-projection, what the router reads) for x [N, hidden]."""

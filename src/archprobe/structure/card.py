@@ -34,7 +34,8 @@ Layer
                 `short_conv` `lightning` (linear attention, fixed per-head decay) `rg_lru` (Griffin) `none`
                 `unknown`
                 softmax attention: num_heads, num_kv_heads, head_dim, v_head_dim, bias {q,k,v,o: bool},
-                fused_qkv, qk_norm (`per_head` / `full` / None), sliding_window, sinks, logit_soft_cap,
+                fused_qkv, qk_norm (`per_head` / `full` / `weightless` / None), sliding_window,
+                chunk_size (chunked attention), query_temperature, sinks, logit_soft_cap,
                 output_gate (`sigmoid_g_proj` / `fused_in_q_proj` / `full_rank` / `low_rank` / None),
                 rope (False: NoPE layer), alibi
                 MLA: kv_lora_rank, q_lora_rank, rope_dim, nope_dim (+ v_head_dim), cache_width_per_token
@@ -43,9 +44,10 @@ Layer
                 n_groups, gate_lower_bound, a_log_stored
   ffn: Ffn      kind: `dense` `moe` `latent_moe` `none` `unknown`; activation (`silu`, `gelu`, `relu2`,
                 `situ`, ...), gated (GLU), bias, width (dense intermediate), num_experts, top_k, expert_width,
-                router: Router {scoring `softmax`/`sigmoid`, selection_bias, renormalize, scaling,
-                n_group, topk_group, input `hidden`/`latent`}, shared: Shared {count, width, gated},
-                latent_size, latent_norm
+                router: Router {scoring `softmax`/`sigmoid`/`sparsemixer`, selection_bias, renormalize,
+                scaling, n_group, topk_group, input `hidden`/`latent`, weight_on `output`/`input`,
+                sparsemixer_eps}, shared: Shared {count, width, gated},
+                latent_size, latent_norm, glu_limit and glu_alpha (activation `swiglu_oss`)
   norm: dict[placement, Norm]    placements `pre_mixer`, `post_mixer`, `pre_ffn`, `post_ffn`, `latent`
   residual: Residual  kind `identity` / `gated` / `depth_weights` / `attnres`, block_size
 Every part (Mixer, Ffn) also has `layout` (facts the math needs about storage, see below),
@@ -149,6 +151,8 @@ class Router:
     n_group: int | None = None
     topk_group: int | None = None
     input: str | None = None         # hidden, latent
+    weight_on: str | None = None     # output (default: weight * expert(x)), input (Llama 4: expert(weight * x))
+    sparsemixer_eps: float | None = None   # scoring `sparsemixer` (PhiMoE): the logit band 2 * eps per pick
 
 
 @dataclass
@@ -176,6 +180,8 @@ class Mixer:
     alibi: bool | None = None
     scale: float | None = None       # softmax scale when not 1/sqrt(head_dim) (query_pre_attn_scalar, ...)
     qk_norm_after_rope: bool | None = None   # q/k norms applied to the rotated q, k (HunYuan)
+    chunk_size: int | None = None    # chunked attention: a query sees only its own block of keys (Llama 4)
+    query_temperature: dict | None = None   # {"scale", "floor"}: Llama 4's temperature tuning on NoPE layers
     kv_lora_rank: int | None = None
     q_lora_rank: int | None = None
     rope_dim: int | None = None
@@ -208,6 +214,8 @@ class Ffn:
     shared: Shared | None = None
     latent_size: int | None = None
     latent_norm: bool | None = None
+    glu_limit: float | None = None   # activation `swiglu_oss` (gpt-oss): the clamp on gate and up
+    glu_alpha: float | None = None   # and its sigmoid's slope (1.702)
     layout: dict = field(default_factory=dict)
     evidence: list = field(default_factory=list)
     confidence: float | None = None

@@ -227,7 +227,10 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     scoring, s_where = cfg.first_str_at("scoring_func", "moe_router_activation_func", "router_activation",
                                         "score_function")
     renorm = cfg.get("norm_topk_prob", cfg.get("moe_renormalize"))
-    scale, sc_where = cfg.first_float_at("routed_scaling_factor", "router_scaling_factor")
+    scale, sc_where = cfg.first_float_at("routed_scaling_factor", "router_scaling_factor", "route_scale")
+    jitter, j_where = cfg.first_float_at("router_jitter_noise")
+    glu_limit = cfg.first_float("swiglu_limit")
+    chunk = cfg.first_int("attention_chunk_size")
     n_group, g_where = cfg.first_int_at("n_group", "num_expert_group")
     topk_group, tg_where = cfg.first_int_at("topk_group")
     n_shared, sh_where = cfg.first_int_at("n_shared_experts", "num_shared_experts", "shared_expert_count")
@@ -247,6 +250,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             elif window and sliding_all:
                 _set(card, f"{p}.mixer.sliding_window", window, "default")
             _set(card, f"{p}.mixer.logit_soft_cap", attn_cap, f"config:{ac_where}")
+            if chunk and isinstance(types, list) and len(types) == len(card.layers) and "chunked" in str(types[i]):
+                _set(card, f"{p}.mixer.chunk_size", chunk, "config:attention_chunk_size")
             if nope:
                 _set(card, f"{p}.mixer.rope", False, "config:mla_use_nope" if cfg.get("mla_use_nope") else
                      "config:use_rope")
@@ -261,6 +266,10 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         if f.kind != "none" and act:
             a = act.lower()
             _set(card, f"{p}.ffn.activation", a, f"config:{act_where}")
+        if f.kind != "none" and glu_limit is not None and f.gated:   # gpt-oss's clamped SwiGLU
+            _set(card, f"{p}.ffn.activation", "swiglu_oss", "config:swiglu_limit")
+            _set(card, f"{p}.ffn.glu_limit", glu_limit, "config:swiglu_limit")
+            _set(card, f"{p}.ffn.glu_alpha", cfg.first_float("swiglu_alpha"), "config:swiglu_alpha")
         if f.kind in ("moe", "latent_moe"):
             _set(card, f"{p}.ffn.top_k", top_k, f"config:{k_where}")
             if scoring:
@@ -273,6 +282,12 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
                 _set(card, f"{p}.ffn.router.scoring", "sigmoid" if f.router.selection_bias else "softmax", "default")
             if isinstance(renorm, bool):
                 _set(card, f"{p}.ffn.router.renormalize", renorm, "config:norm_topk_prob")
+            elif isinstance(cfg.default("renormalize"), bool):
+                _set(card, f"{p}.ffn.router.renormalize", cfg.default("renormalize"), "default")
+            if cfg.default("router_weight_on"):
+                _set(card, f"{p}.ffn.router.weight_on", cfg.default("router_weight_on"), "default")
+            if card.layers[i].ffn.router.scoring == "sparsemixer":
+                _set(card, f"{p}.ffn.router.sparsemixer_eps", jitter, f"config:{j_where}")
             _set(card, f"{p}.ffn.router.scaling", scale, f"config:{sc_where}")
             _set(card, f"{p}.ffn.router.n_group", n_group, f"config:{g_where}")
             _set(card, f"{p}.ffn.router.topk_group", topk_group, f"config:{tg_where}")
@@ -290,8 +305,30 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
                 card.origins[f"{p}.norm.{place}.offset"] = "default"
         if layer.parallel is None and cfg.default("parallel") and len(layer.norm) == 1:
             _set(card, f"{p}.parallel", True, "default")
+    _llama4_attention(card, cfg)
     if n_where and card.num_layers is not None:
         n, _ = cfg.first_int_at("num_hidden_layers", "n_layer", "num_layers", "n_layers")
         if n is not None and n != card.num_layers and not any("config says" in w for w in card.warnings):
             card.warnings.append(f"config says {n} layers, the checkpoint has tensors for {card.num_layers}: "
                                  "the card follows the tensors")
+
+
+def _llama4_attention(card: Card, cfg: ConfigView) -> None:
+    """`use_qk_norm` on a layer with no q/k norm tensor: a weightless RMS norm of q and k (Llama 4's L2
+    norm; rope rotates within the head, so before or after rope is the same); the family row
+    `qk_norm_rope_layers` keeps it to the layers that rotate. `attn_temperature_tuning`: the NoPE layers
+    scale q by 1 + attn_scale * log1p(floor((pos + 1) / floor_scale))."""
+    temp = cfg.get("attn_temperature_tuning") is True
+    scale, floor_scale = cfg.first_float("attn_scale"), cfg.first_float("floor_scale")
+    for i, layer in enumerate(card.layers):
+        m = layer.mixer
+        if m.kind not in ("gqa", "mha", "mqa"):
+            continue
+        p = f"layers.{i}.mixer"
+        rotates = m.rope is not False and card.embed.pos_kind == "rope"
+        if cfg.get("use_qk_norm") is True and m.qk_norm is None and f"layers.{i}.mixer.q_norm" not in card.tensors \
+                and (rotates or not cfg.default("qk_norm_rope_layers")):
+            _set(card, f"{p}.qk_norm", "weightless", "config:use_qk_norm")
+        if temp and m.rope is False and scale is not None and floor_scale:
+            _set(card, f"{p}.query_temperature", {"scale": scale, "floor": floor_scale},
+                 "config:attn_temperature_tuning")

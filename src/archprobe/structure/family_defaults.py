@@ -6,7 +6,11 @@ Keys: `conv1d_transposed` (weights stored [in, out]), `qkv_layout` (a fused qkv'
 `per_head` = [q, k, v] per head, `grouped` = per KV group [q..., k, v]), `gate_up` (`interleaved` =
 even rows gate, odd rows up), `norm_offset` (RMSNorm applied as 1 + w), `embed_scale` (`sqrt_hidden`),
 `alibi`, `parallel` (attention and MLP read the same normalised input), `post_norm`, `scoring`
-(router), `sliding_all` (every attention layer uses `sliding_window`).
+(router), `sliding_all` (every attention layer uses `sliding_window`), `renormalize` (the top-k routing
+weights divided by their sum, hard-coded where the config has no `norm_topk_prob`; top-k over logits
+then a softmax over those k is the same thing), `router_weight_on` (`input`: the routing weight scales
+the expert's input, Llama 4), `qk_norm_rope_layers` (use_qk_norm's weightless q/k norm only on the
+layers that apply rope, Llama 4).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ FAMILY_DEFAULTS: dict[str, dict] = {
               "source": "transformers/models/bloom/modeling_bloom.py (_reshape, build_alibi_tensor)"},
     "falcon": {"qkv_layout": "grouped", "source": "transformers/models/falcon/modeling_falcon.py (_split_heads)"},
     "mpt": {"alibi": True, "source": "transformers/models/mpt/modeling_mpt.py (build_mpt_alibi_tensor)"},
-    "gpt_oss": {"gate_up": "interleaved", "scoring": "softmax",
+    "gpt_oss": {"gate_up": "interleaved", "scoring": "softmax", "renormalize": True,
                 "source": "transformers/models/gpt_oss/modeling_gpt_oss.py (gate_up[..., ::2], [..., 1::2]; "
                           "softmax over the top-k router logits)"},
     "gemma": {"norm_offset": True, "embed_scale": "sqrt_hidden",
@@ -40,14 +44,79 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "cohere": {"parallel": True, "source": "transformers/models/cohere/modeling_cohere.py"},
     "cohere2": {"parallel": True, "source": "transformers/models/cohere2/modeling_cohere2.py"},
     "mistral": {"sliding_all": True, "source": "transformers/models/mistral/modeling_mistral.py"},
-    "mixtral": {"sliding_all": True, "source": "transformers/models/mixtral/modeling_mixtral.py"},
+    "mixtral": {"sliding_all": True, "scoring": "softmax", "renormalize": True,
+                "source": "transformers/models/mixtral/modeling_mixtral.py (MixtralTopKRouter: softmax, top-k, "
+                          "router_top_value /= sum)"},
     "deepseek_v3": {"scoring": "sigmoid", "source": "transformers/models/deepseek_v3/modeling_deepseek_v3.py "
                                                     "(router_logits.sigmoid())"},
     "glm4_moe": {"scoring": "sigmoid", "source": "transformers/models/glm4_moe/modeling_glm4_moe.py"},
     "dots1": {"scoring": "sigmoid", "source": "transformers/models/dots1/modeling_dots1.py"},
     "kimi_linear": {"scoring": "sigmoid", "source": "transformers/models/kimi_linear/modeling_kimi_linear.py"},
     "nemotron_h": {"scoring": "sigmoid", "source": "transformers/models/nemotron_h/modeling_nemotron_h.py"},
-    "minimax": {"scoring": "softmax", "source": "transformers/models/minimax/modeling_minimax.py"},
+    "minimax": {"scoring": "softmax", "renormalize": True,
+                "source": "transformers/models/minimax/modeling_minimax.py (softmax, top-k, /= sum)"},
+    # MoE routing hard-coded in the modeling file (no norm_topk_prob in the config class)
+    "afmoe": {"scoring": "sigmoid", "renormalize": True, "nope_full_layers": True,
+              "source": "transformers/models/afmoe/modeling_afmoe.py (AfmoeTokenChoiceRouter: sigmoid, "
+                        "top-k on score + expert_bias, / (sum + 1e-20), * route_scale; AfmoeAttention: rope "
+                        "only `if self.is_local_attention`)"},
+    "aria_text": {"scoring": "softmax", "renormalize": True,
+                  "source": "transformers/models/aria/modeling_aria.py (AriaTextTopKRouter: softmax over the "
+                            "top-k logits)"},
+    "ernie4_5_moe": {"scoring": "softmax", "renormalize": True,
+                     "source": "transformers/models/ernie4_5_moe/modeling_ernie4_5_moe.py (softmax, top-k on "
+                               "probs + moe_statics bias, / clamp(sum, moe_norm_min))"},
+    "granitemoe": {"scoring": "softmax", "renormalize": True,
+                   "source": "transformers/models/granitemoe/modeling_granitemoe.py (GraniteMoeTopKGating: "
+                             "softmax over the top-k logits)"},
+    "granitemoe_swa": {"scoring": "softmax", "renormalize": True,
+                       "source": "transformers/models/granitemoe_swa/modeling_granitemoe_swa.py (softmax over "
+                                 "the top-k logits)"},
+    "granitemoehybrid": {"scoring": "softmax", "renormalize": True,
+                         "source": "transformers/models/granitemoehybrid/modeling_granitemoehybrid.py (softmax "
+                                   "over the top-k logits)"},
+    "granitemoeshared": {"scoring": "softmax", "renormalize": True,
+                         "source": "transformers/models/granitemoeshared/modeling_granitemoeshared.py (softmax "
+                                   "over the top-k logits)"},
+    "jetmoe": {"scoring": "softmax", "renormalize": True,
+               "source": "transformers/models/jetmoe/modeling_jetmoe.py (JetMoeTopKGating: softmax over the "
+                         "top-k logits)"},
+    "hunyuan_v1_moe": {"scoring": "softmax", "renormalize": True,
+                       "source": "transformers/models/hunyuan_v1_moe/modeling_hunyuan_v1_moe.py (softmax, top-k, "
+                                 "/= sum)"},
+    "hy_v3": {"scoring": "sigmoid", "renormalize": True,
+              "source": "transformers/models/hy_v3/modeling_hy_v3.py (sigmoid, top-k on score + bias, "
+                        "/ (sum + 1e-20), * router_scaling_factor)"},
+    "llama4_text": {"scoring": "sigmoid", "renormalize": False, "router_weight_on": "input",
+                    "qk_norm_rope_layers": True, "rope_interleaved": True,
+                    "source": "transformers/models/llama4/modeling_llama4.py (Llama4Router: sigmoid of the top-k "
+                              "logits; Llama4TextMoe: routed_in = hidden_states * router_scores; "
+                              "Llama4TextAttention: qk_norm only `if config.use_qk_norm and self.use_rope`; "
+                              "apply_rotary_emb: view_as_complex on (even, odd) pairs)"},
+    "minimax_m2": {"scoring": "sigmoid", "renormalize": True,
+                   "source": "transformers/models/minimax_m2/modeling_minimax_m2.py (sigmoid, top-k on score + "
+                             "bias, /= sum)"},
+    "minimax_m3_vl_text": {"scoring": "sigmoid", "renormalize": True, "norm_offset": True,
+                           "source": "transformers/models/minimax_m3_vl/modeling_minimax_m3_vl.py (sigmoid, top-k "
+                                     "on score + bias, /= sum; routed output * routed_scaling_factor; "
+                                     "MiniMaxM3VLRMSNorm scales by 1 + weight)"},
+    "qwen3_5_moe_text": {"scoring": "softmax", "renormalize": True,
+                         "source": "transformers/models/qwen3_5_moe/modeling_qwen3_5_moe.py (softmax, top-k, "
+                                   "/= sum)"},
+    "phimoe": {"scoring": "sparsemixer",
+               "source": "transformers/models/phimoe/modeling_phimoe.py (sparsemixer: per pick, a softmax over "
+                         "the logits within 2 * router_jitter_noise of the best remaining one)"},
+    "jamba": {"scoring": "softmax", "renormalize": False,
+              "source": "transformers/models/jamba/modeling_jamba.py (softmax, top-k, no renormalisation)"},
+    "longcat_flash": {"scoring": "softmax", "renormalize": False,
+                      "source": "transformers/models/longcat_flash/modeling_longcat_flash.py (softmax, top-k, "
+                                "* routed_scaling_factor)"},
+    "mistral_large4_text": {"scoring": "softmax", "renormalize": True,
+                            "source": "transformers/models/mistral_large4/modeling_mistral_large4.py (softmax, "
+                                      "group-limited top-k, / (sum + 1e-20))"},
+    "laguna": {"scoring": "sigmoid", "renormalize": True,
+               "source": "transformers/models/laguna/modeling_laguna.py (sigmoid, top-k on score + bias, /= sum; "
+                         "routed output * routed_scaling_factor)"},
     "opt": {"post_norm_key": "do_layer_norm_before", "source": "transformers/models/opt/modeling_opt.py"},
 }
 

@@ -189,7 +189,8 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
             raise Unsupported(f"{p}.mixer: a q bias without k/v biases")
         out["sliding_window"] = m.sliding_window
         out["mixer"] = "swa" if m.sliding_window else "gqa"
-        qk = {"per_head": "head", "full": "full", "per_head_weights": "per_head_weights", None: False}
+        qk = {"per_head": "head", "full": "full", "per_head_weights": "per_head_weights", "weightless": "weightless",
+              None: False}
         if m.qk_norm not in qk:
             raise Unsupported(f"{p}.mixer.qk_norm {m.qk_norm!r}")
         out["qk_norm"] = qk[m.qk_norm]
@@ -203,6 +204,9 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["attn_gate_in_q"] = gate == "fused_in_q_proj"
         out["attn_scale"] = getattr(m, "scale", None)
         out["qk_norm_after_rope"] = bool(getattr(m, "qk_norm_after_rope", None))
+        out["attn_chunk_size"] = m.chunk_size
+        temp = m.query_temperature
+        out["attn_temperature"] = (float(temp["scale"]), float(temp["floor"])) if temp else None
         no_rope = m.rope is False or m.alibi or card.embed.pos_kind in ("learned", "alibi", "none")
         out["rope"] = None if no_rope else _rope(card, out["head_dim"])
         out["rope_theta"] = None if out["rope"] is None else out["rope"].theta
@@ -261,20 +265,28 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
                    mlp_bias=bool(f.bias) or has("ffn.down.bias") or has("ffn.shared.down.bias"))
         if act == "swiglu_oss" and getattr(f, "glu_limit", None) is not None:
             out["glu_limit"] = f.glu_limit
+        if act == "swiglu_oss" and f.glu_alpha not in (None, 1.702):
+            raise Unsupported(f"{p}.ffn.glu_alpha {f.glu_alpha} (archprobe.nn's swiglu_oss uses 1.702)")
     if fk == "dense":
         out["intermediate_size"] = _need(f.width, f"{p}.ffn.width")
     elif fk in ("moe", "latent_moe"):
         r = f.router
-        score = _need(r.scoring, f"{p}.ffn.router.scoring", "softmax or sigmoid")
-        if score not in ("softmax", "sigmoid"):
+        score = _need(r.scoring, f"{p}.ffn.router.scoring", "softmax, sigmoid or sparsemixer")
+        if score not in ("softmax", "sigmoid", "sparsemixer"):
             raise Unsupported(f"{p}.ffn.router.scoring {score!r}")
+        if score == "sparsemixer":    # PhiMoE: weights come from the band softmax, never renormalised
+            out["moe_sparsemixer_eps"] = _need(r.sparsemixer_eps, f"{p}.ffn.router.sparsemixer_eps")
+        if r.weight_on not in (None, "output", "input"):
+            raise Unsupported(f"{p}.ffn.router.weight_on {r.weight_on!r}")
+        out["moe_weight_on"] = r.weight_on or "output"
         sel = bool(r.selection_bias)
         out.update(num_experts=_need(f.num_experts, f"{p}.ffn.num_experts"),
                    num_experts_per_token=_need(f.top_k, f"{p}.ffn.top_k"),
                    moe_intermediate_size=_need(f.expert_width, f"{p}.ffn.expert_width"),
                    moe_router_activation_func=score, moe_router_bias=sel,
                    router_logit_bias=has("ffn.router.bias") and not sel,
-                   moe_renormalize=_need(r.renormalize, f"{p}.ffn.router.renormalize"),
+                   moe_renormalize=False if score == "sparsemixer" else _need(r.renormalize,
+                                                                               f"{p}.ffn.router.renormalize"),
                    routed_scaling_factor=r.scaling if r.scaling is not None else 1.0,
                    n_group=r.n_group or 1, topk_group=r.topk_group or 1,
                    group_score=getattr(r, "group_score", None) or "top2_sum",
@@ -517,7 +529,11 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
             src = "src:T:" + target
             part.names[src] = part.names.pop(target)
             part.derived.append(Derived(target, (src,), lambda t: t.t().contiguous()))
-    for src in [t for t in part.names if t.startswith("src:") and not t.startswith("src:T:")]:
+        elif target.endswith(".gate.e_score_correction_bias") and len(shapes.get(part.names[target], ())) == 2:
+            src = "src:F:" + target   # a selection bias stored [1, E] (ERNIE's moe_statics)
+            part.names[src] = part.names.pop(target)
+            part.derived.append(Derived(target, (src,), lambda t: t.reshape(-1).contiguous()))
+    for src in [t for t in part.names if t.startswith("src:") and not t.startswith(("src:T:", "src:F:"))]:
         body = src[4:]
         bias = body.endswith(".bias")
         if body.startswith("self_attn.qkv"):
