@@ -230,6 +230,7 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     scale, sc_where = cfg.first_float_at("routed_scaling_factor", "router_scaling_factor", "route_scale")
     jitter, j_where = cfg.first_float_at("router_jitter_noise")
     glu_limit = cfg.first_float("swiglu_limit")
+    p_norm, pn_where = cfg.lookup("moe_normalize_expert_weights")
     chunk = cfg.first_int("attention_chunk_size")
     n_group, g_where = cfg.first_int_at("n_group", "num_expert_group")
     topk_group, tg_where = cfg.first_int_at("topk_group")
@@ -282,6 +283,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
                 _set(card, f"{p}.ffn.router.scoring", "sigmoid" if f.router.selection_bias else "softmax", "default")
             if isinstance(renorm, bool):
                 _set(card, f"{p}.ffn.router.renormalize", renorm, "config:norm_topk_prob")
+            elif p_norm == 1:   # DBRX: weights / ||weights||_p, and p = 1 is the sum (other p: unknown)
+                _set(card, f"{p}.ffn.router.renormalize", True, f"config:{pn_where}")
             elif isinstance(cfg.default("renormalize"), bool):
                 _set(card, f"{p}.ffn.router.renormalize", cfg.default("renormalize"), "default")
             if cfg.default("router_weight_on"):

@@ -100,9 +100,9 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                            "source": "transformers/models/minimax_m3_vl/modeling_minimax_m3_vl.py (sigmoid, top-k "
                                      "on score + bias, /= sum; routed output * routed_scaling_factor; "
                                      "MiniMaxM3VLRMSNorm scales by 1 + weight)"},
-    "qwen3_5_moe_text": {"scoring": "softmax", "renormalize": True,
+    "qwen3_5_moe_text": {"scoring": "softmax", "renormalize": True, "norm_offset": True,
                          "source": "transformers/models/qwen3_5_moe/modeling_qwen3_5_moe.py (softmax, top-k, "
-                                   "/= sum)"},
+                                   "/= sum; Qwen3_5MoeRMSNorm scales by 1 + weight)"},
     "phimoe": {"scoring": "sparsemixer",
                "source": "transformers/models/phimoe/modeling_phimoe.py (sparsemixer: per pick, a softmax over "
                          "the logits within 2 * router_jitter_noise of the best remaining one)"},

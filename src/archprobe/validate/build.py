@@ -574,20 +574,24 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
             part.derived.append(Derived(f"{owner}.gate_proj{leaf}", (src,), lambda t, f=halves: f(t, True)))
             part.derived.append(Derived(f"{owner}.up_proj{leaf}", (src,), lambda t, f=halves: f(t, False)))
         elif "stacked_" in body:
-            _stacked(part, src, body, flay)
+            _stacked(part, src, body, flay, cfg.num_experts)
 
 
-def _stacked(part: Part, src: str, body: str, flay: dict) -> None:
-    """A stacked expert bank [E, out, in] (or [E, in, out] when `stacked_transposed`) -> ExpertBank tensors."""
+def _stacked(part: Part, src: str, body: str, flay: dict, num_experts: int = 1) -> None:
+    """A stacked expert bank [E, out, in] (or [E, in, out] when `stacked_transposed`; or flattened
+    [E * F, H], DBRX, the down bank stored [F, H] per expert when `down_transposed`) -> ExpertBank tensors."""
     import torch
 
     owner, _, what = body.partition(".stacked_")
     which, _, leaf = what.partition(".")
     bias = leaf == "bias"
-    transposed = bool(flay.get("stacked_transposed")) and not bias
+    flat = flay.get("experts") == "flattened" and not bias
+    transposed = (bool(flay.get("stacked_transposed")) or (flat and which == "down" and
+                                                            bool(flay.get("down_transposed")))) and not bias
     interleaved = flay.get("gate_up") == "interleaved"
 
     def fix(t):   # weights [E, out, in] after the transpose; biases [E, out]
+        t = t.reshape(num_experts, -1, t.shape[-1]) if flat else t
         t = t.transpose(-1, -2) if transposed else t
         if which == "gate_up" and interleaved:   # even rows gate, odd rows up -> gate rows first
             rows = t.dim() - (1 if bias else 2)
