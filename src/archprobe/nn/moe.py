@@ -123,16 +123,20 @@ class MoE(nn.Module):
                  situ_betas=(4.0, 25.0), norm_eps: float = 1e-5, dispatch: bool = True,
                  expert_storage: str = "dense", shared_gate: bool = False, router_logit_bias: bool = False,
                  expert_bias: bool = False, group_score: str = "top2_sum", glu_limit: float = 7.0,
-                 shared_bias: bool = False, weight_on: str = "output", sparsemixer_eps: float = 0.01):
+                 shared_bias: bool = False, weight_on: str = "output", sparsemixer_eps: float = 0.01,
+                 shared_combine: str = "sum"):
         """`shared_gate`: Qwen3-Next's single `shared_expert` scaled by sigmoid(`shared_expert_gate` x).
         `group_score`: how group-limited routing ranks groups, `top2_sum` (DeepSeek-V3) or `max`
         (DeepSeek-V2's group_limited_greedy). `router_logit_bias`/`expert_bias`: gpt-oss's biases.
         `weight_on="input"`: the routing weight scales the expert's input, expert(w x) (Llama 4), not its
-        output. `score="sparsemixer"` (PhiMoE) uses `sparsemixer_eps` (the config's router_jitter_noise)."""
+        output. `score="sparsemixer"` (PhiMoE) uses `sparsemixer_eps` (the config's router_jitter_noise).
+        `shared_combine="average"`: (routed + shared) / 2 (Cohere2-MoE), not their sum."""
         super().__init__()
         if weight_on not in ("output", "input"):
             raise ValueError(f"weight_on must be 'output' or 'input', not {weight_on!r}")
-        self.weight_on, self.sparsemixer_eps = weight_on, sparsemixer_eps
+        if shared_combine not in ("sum", "average"):
+            raise ValueError(f"shared_combine must be 'sum' or 'average', not {shared_combine!r}")
+        self.weight_on, self.sparsemixer_eps, self.shared_combine = weight_on, sparsemixer_eps, shared_combine
         if routing_space not in ("hidden", "latent"):
             raise ValueError(f"routing_space must be 'hidden' or 'latent', not {routing_space!r}")
         if routing_space == "latent" and not latent_size:
@@ -229,7 +233,9 @@ class MoE(nn.Module):
             y = y + self.shared_experts(xf)
         elif self.shared_gated:
             y = y + torch.sigmoid(self.shared_expert_gate(xf)) * self.shared_expert(xf)
-        return y
+        else:
+            return y
+        return y / 2 if self.shared_combine == "average" else y
 
     def routing_stats(self) -> dict:
         if self.last_routing is None:

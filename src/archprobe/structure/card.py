@@ -46,7 +46,8 @@ Layer
                 `situ`, ...), gated (GLU), bias, width (dense intermediate), num_experts, top_k, expert_width,
                 router: Router {scoring `softmax`/`sigmoid`/`sparsemixer`, selection_bias, renormalize,
                 scaling, n_group, topk_group, input `hidden`/`latent`, weight_on `output`/`input`,
-                sparsemixer_eps}, shared: Shared {count, width, gated},
+                sparsemixer_eps, group_score `top2_sum`/`max`}, shared: Shared {count, width, gated,
+                combine `sum`/`average`},
                 latent_size, latent_norm, glu_limit and glu_alpha (activation `swiglu_oss`)
   norm: dict[placement, Norm]    placements `pre_mixer`, `post_mixer`, `pre_ffn`, `post_ffn`, `latent`
   residual: Residual  kind `identity` / `gated` / `depth_weights` / `attnres`, block_size
@@ -153,6 +154,7 @@ class Router:
     input: str | None = None         # hidden, latent
     weight_on: str | None = None     # output (default: weight * expert(x)), input (Llama 4: expert(weight * x))
     sparsemixer_eps: float | None = None   # scoring `sparsemixer` (PhiMoE): the logit band 2 * eps per pick
+    group_score: str | None = None   # group-limited routing ranks groups by `top2_sum` (V3) or `max` (V2)
 
 
 @dataclass
@@ -160,6 +162,7 @@ class Shared:
     count: int | None = None
     width: int | None = None
     gated: bool | None = None
+    combine: str | None = None       # sum (default), average: (routed + shared) / 2 (Cohere2-MoE)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from archprobe.structure.config import ConfigView
 from archprobe.structure.modules import Module, group_modules, words
 from archprobe.structure.tensors import TensorTable, build_table
 
+GROUP_SCORES = {"group_limited_greedy": "max", "noaux_tc": "top2_sum"}   # DeepSeek's topk_method -> group score
 HEAD_WORDS = {"lm_head", "head", "output", "unembed", "embed_out", "classifier", "logits"}
 EMBED_WORDS = {"embed", "embedding", "embeddings", "embed_tokens", "tok", "tok_embeddings", "wte", "token", "word",
                "word_embeddings", "tokens"}
@@ -225,13 +226,14 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
                                       "moe_k",
                                       "num_selected_experts")
     scoring, s_where = cfg.first_str_at("scoring_func", "moe_router_activation_func", "router_activation",
-                                        "score_function")
+                                        "score_function", "expert_selection_fn")
     renorm = cfg.get("norm_topk_prob", cfg.get("moe_renormalize"))
     scale, sc_where = cfg.first_float_at("routed_scaling_factor", "router_scaling_factor", "route_scale")
     jitter, j_where = cfg.first_float_at("router_jitter_noise")
     glu_limit = cfg.first_float("swiglu_limit")
     p_norm, pn_where = cfg.lookup("moe_normalize_expert_weights")
     chunk = cfg.first_int("attention_chunk_size")
+    topk_method = cfg.get("topk_method")
     n_group, g_where = cfg.first_int_at("n_group", "num_expert_group")
     topk_group, tg_where = cfg.first_int_at("topk_group")
     n_shared, sh_where = cfg.first_int_at("n_shared_experts", "num_shared_experts", "shared_expert_count")
@@ -281,7 +283,9 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             elif f.router.selection_bias is not None:
                 # a selection bias goes with sigmoid scores (DeepSeek-V3 and its descendants), softmax otherwise
                 _set(card, f"{p}.ffn.router.scoring", "sigmoid" if f.router.selection_bias else "softmax", "default")
-            if isinstance(renorm, bool):
+            if s_where == "expert_selection_fn" and scoring == "softmax":   # a softmax over the top-k logits
+                _set(card, f"{p}.ffn.router.renormalize", True, "config:expert_selection_fn")
+            elif isinstance(renorm, bool) and not cfg.default("norm_topk_prob_ignored"):
                 _set(card, f"{p}.ffn.router.renormalize", renorm, "config:norm_topk_prob")
             elif p_norm == 1:   # DBRX: weights / ||weights||_p, and p = 1 is the sum (other p: unknown)
                 _set(card, f"{p}.ffn.router.renormalize", True, f"config:{pn_where}")
@@ -292,10 +296,16 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             if card.layers[i].ffn.router.scoring == "sparsemixer":
                 _set(card, f"{p}.ffn.router.sparsemixer_eps", jitter, f"config:{j_where}")
             _set(card, f"{p}.ffn.router.scaling", scale, f"config:{sc_where}")
-            _set(card, f"{p}.ffn.router.n_group", n_group, f"config:{g_where}")
-            _set(card, f"{p}.ffn.router.topk_group", topk_group, f"config:{tg_where}")
+            if topk_method != "greedy":   # DeepSeek-V2's `greedy` ignores n_group / topk_group
+                _set(card, f"{p}.ffn.router.n_group", n_group, f"config:{g_where}")
+                _set(card, f"{p}.ffn.router.topk_group", topk_group, f"config:{tg_where}")
+            if topk_method in GROUP_SCORES:
+                _set(card, f"{p}.ffn.router.group_score", GROUP_SCORES[topk_method], "config:topk_method")
             if f.shared is not None and n_shared:
                 _set(card, f"{p}.ffn.shared.count", n_shared, f"config:{sh_where}")
+            if f.shared is not None and cfg.get("shared_expert_combination_strategy") in ("sum", "average"):
+                _set(card, f"{p}.ffn.shared.combine", cfg.get("shared_expert_combination_strategy"),
+                     "config:shared_expert_combination_strategy")
             if f.layout.get("gate_up") and cfg.default("gate_up"):
                 f.layout["gate_up"] = cfg.default("gate_up")
             for name in ("num_experts", "expert_width", "latent_size"):

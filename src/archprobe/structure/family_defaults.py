@@ -8,9 +8,10 @@ even rows gate, odd rows up), `norm_offset` (RMSNorm applied as 1 + w), `embed_s
 `alibi`, `parallel` (attention and MLP read the same normalised input), `post_norm`, `scoring`
 (router), `sliding_all` (every attention layer uses `sliding_window`), `renormalize` (the top-k routing
 weights divided by their sum, hard-coded where the config has no `norm_topk_prob`; top-k over logits
-then a softmax over those k is the same thing), `router_weight_on` (`input`: the routing weight scales
-the expert's input, Llama 4), `qk_norm_rope_layers` (use_qk_norm's weightless q/k norm only on the
-layers that apply rope, Llama 4).
+then a softmax over those k is the same thing), `norm_topk_prob_ignored` (the config carries the key,
+the modeling code never reads it), `router_weight_on` (`input`: the routing weight scales the expert's
+input, Llama 4), `qk_norm_rope_layers` (use_qk_norm's weightless q/k norm only on the layers that apply
+rope, Llama 4).
 """
 
 from __future__ import annotations
@@ -114,6 +115,23 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "mistral_large4_text": {"scoring": "softmax", "renormalize": True,
                             "source": "transformers/models/mistral_large4/modeling_mistral_large4.py (softmax, "
                                       "group-limited top-k, / (sum + 1e-20))"},
+    "deepseek_v2": {"renormalize": False, "norm_topk_prob_ignored": True,
+                    "source": "transformers/models/deepseek_v2/modeling_deepseek_v2.py (DeepseekV2Moe.route_tokens_"
+                              "to_experts: top-k weights * routed_scaling_factor, norm_topk_prob never read)"},
+    "lfm2_moe": {"scoring": "sigmoid",
+                 "source": "transformers/models/lfm2_moe/modeling_lfm2_moe.py (Lfm2MoeTopKRouter: "
+                           "router_logits.sigmoid(), with or without the expert bias)"},
+    "qwen3_vl_moe_text": {"scoring": "softmax", "renormalize": True,
+                          "source": "transformers/models/qwen3_vl_moe/modeling_qwen3_vl_moe.py (softmax, top-k, "
+                                    "/= sum)"},
+    "ernie4_5_vl_moe_text": {"scoring": "softmax", "renormalize": True,
+                             "source": "transformers/models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py (softmax, "
+                                       "top-k on probs + moe_statics bias, / clamp(sum, norm_min))"},
+    "step3p5": {"scoring": "sigmoid", "renormalize": True,
+                "source": "transformers/models/step3p7/modeling_step3p7.py (sigmoid, top-k on score + bias, /= sum; "
+                          "routed output * routed_scaling_factor)"},
+    "step3p7": {"scoring": "sigmoid", "renormalize": True,
+                "source": "transformers/models/step3p7/modeling_step3p7.py (as step3p5)"},
     "laguna": {"scoring": "sigmoid", "renormalize": True,
                "source": "transformers/models/laguna/modeling_laguna.py (sigmoid, top-k on score + bias, /= sum; "
                          "routed output * routed_scaling_factor)"},

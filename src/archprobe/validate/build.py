@@ -289,7 +289,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
                                                                                f"{p}.ffn.router.renormalize"),
                    routed_scaling_factor=r.scaling if r.scaling is not None else 1.0,
                    n_group=r.n_group or 1, topk_group=r.topk_group or 1,
-                   group_score=getattr(r, "group_score", None) or "top2_sum",
+                   group_score=r.group_score or "top2_sum",
                    moe_routing_space=r.input or "hidden",
                    expert_bias=has("ffn.experts.gate_up.bias") or has("ffn.experts.down.bias"))
         shared = f.shared   # width: all shared experts together (one MLP of that width)
@@ -297,6 +297,9 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         if shared is not None and (shared.count or shared.width):
             width = _need(shared.width, f"{p}.ffn.shared.width")
         out.update(shared_expert_width=width, shared_expert_gate=has("ffn.shared_gate"))
+        if shared is not None and shared.combine not in (None, "sum", "average"):
+            raise Unsupported(f"{p}.ffn.shared.combine {shared.combine!r}")
+        out["shared_combine"] = (shared.combine if shared is not None else None) or "sum"
         if fk == "latent_moe":
             out.update(routed_expert_hidden_size=_need(f.latent_size, f"{p}.ffn.latent_size"),
                        latent_moe_use_norm=has("ffn.latent_norm"), latent_names=LATENT_NAMES)
