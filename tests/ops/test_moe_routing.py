@@ -40,3 +40,26 @@ def test_softmax_over_the_top_k_logits_is_the_renormalised_softmax():
     w, e = moe_route(logits, 4, score="softmax", renormalize=True)
     assert torch.equal(e, idx)
     assert torch.allclose(w, torch.softmax(top, dim=-1), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("renormalize", [False, True])
+def test_bias_on_logits_is_kolibris_router(renormalize):
+    """Kolibri picks the top-k of logits + bias (not sigmoid + bias), then weighs by the sigmoid."""
+    mod = pytest.importorskip("transformers.models.kolibri1.modeling_kolibri1")
+    from transformers import Kolibri1Config
+
+    cfg = Kolibri1Config(hidden_size=16, num_local_experts=8, num_experts_per_tok=2, norm_topk_prob=renormalize)
+    router = mod.Kolibri1TopKRouter(cfg)
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        router.weight.copy_(torch.randn(8, 16, generator=g))
+        router.e_score_correction_bias.copy_(torch.randn(8, generator=g) * 2)
+    x = torch.randn(40, 16, generator=g)
+    logits, want_w, want_e = router(x)
+    bias = router.e_score_correction_bias
+    w, e = moe_route(logits, 2, score="sigmoid", bias=bias, renormalize=renormalize, bias_on_logits=True)
+    assert torch.equal(e.sort(-1).values, want_e.sort(-1).values)
+    order_got, order_want = e.argsort(-1), want_e.argsort(-1)
+    assert torch.allclose(w.gather(-1, order_got), want_w.float().gather(-1, order_want), rtol=1e-6, atol=1e-7)
+    _, on_scores = moe_route(logits, 2, score="sigmoid", bias=bias, renormalize=renormalize)
+    assert not torch.equal(on_scores.sort(-1).values, want_e.sort(-1).values)   # the switch matters here

@@ -127,6 +127,7 @@ class HybridConfig:
     moe_weight_on: str = "output"      # "input": the routing weight scales the expert's input (Llama 4)
     moe_sparsemixer_eps: float = 0.01  # router "sparsemixer" (PhiMoE): router_jitter_noise
     shared_combine: str = "sum"        # "average": (routed + shared) / 2 (Cohere2-MoE)
+    moe_bias_on_logits: bool = False   # the selection bias is added to the logits, not the scores (Kolibri)
     group_score: str = "top2_sum"      # group-limited routing ranks groups by top-2 sum (V3) or max (V2)
     glu_limit: float = 7.0             # swiglu_oss clamp (gpt-oss swiglu_limit)
     # the families' switches: norms and their placement, biases, attention extras, model-level extras
@@ -300,7 +301,8 @@ def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
                    expert_storage=cfg.expert_storage, shared_gate=cfg.shared_expert_gate,
                    router_logit_bias=cfg.router_logit_bias, expert_bias=cfg.expert_bias, group_score=cfg.group_score,
                    glu_limit=cfg.glu_limit, shared_bias=cfg.mlp_bias, weight_on=cfg.moe_weight_on,
-                   sparsemixer_eps=cfg.moe_sparsemixer_eps, shared_combine=cfg.shared_combine)
+                   sparsemixer_eps=cfg.moe_sparsemixer_eps, shared_combine=cfg.shared_combine,
+                   bias_on_logits=cfg.moe_bias_on_logits)
     return None
 
 

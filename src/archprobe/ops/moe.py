@@ -18,14 +18,15 @@ import torch
 
 def moe_route(logits_TE: torch.Tensor, top_k: int, *, score: str = "sigmoid", bias=None, renormalize: bool = True,
               scale: float = 1.0, groups: int = 1, topk_groups: int = 1, experts: torch.Tensor | None = None,
-              sparsemixer_eps: float = 0.01):
+              sparsemixer_eps: float = 0.01, bias_on_logits: bool = False):
     """Returns (weights [T, K] float32, experts [T, K] int64).
 
     With `groups` > 1 (DeepSeek-V3 group-limited routing), experts are chosen only inside the
     `topk_groups` groups whose two best (biased) scores sum highest. With `experts` given the choice
     is taken as is (validate's pinned routing) and only the weights are computed from these logits.
     `score="sparsemixer"` is PhiMoE's inference-time routing (`sparsemixer_route`); it neither renormalises
-    nor uses a selection bias.
+    nor uses a selection bias. `bias_on_logits`: the selection bias is added to the logits, not the scores
+    (Kolibri: top-k of logits + bias, then the scores of those).
     """
     logits = logits_TE.float()
     if score == "sparsemixer":
@@ -42,7 +43,7 @@ def moe_route(logits_TE: torch.Tensor, top_k: int, *, score: str = "sigmoid", bi
         if renormalize:
             weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
         return weights * scale, experts
-    choice = scores if bias is None else scores + bias.float()
+    choice = scores if bias is None else (logits if bias_on_logits else scores) + bias.float()
     if groups > 1:
         T, E = choice.shape
         if top_k > topk_groups * (E // groups):

@@ -46,8 +46,8 @@ Layer
                 `situ`, ...), gated (GLU), bias, width (dense intermediate), num_experts, top_k, expert_width,
                 router: Router {scoring `softmax`/`sigmoid`/`sparsemixer`, selection_bias, renormalize,
                 scaling, n_group, topk_group, input `hidden`/`latent`, weight_on `output`/`input`,
-                sparsemixer_eps, group_score `top2_sum`/`max`}, shared: Shared {count, width, gated,
-                combine `sum`/`average`},
+                sparsemixer_eps, group_score `top2_sum`/`max`, bias_on `scores`/`logits`},
+                shared: Shared {count, width, gated, combine `sum`/`average`},
                 latent_size, latent_norm, glu_limit and glu_alpha (activation `swiglu_oss`)
   norm: dict[placement, Norm]    placements `pre_mixer`, `post_mixer`, `pre_ffn`, `post_ffn`, `latent`
   residual: Residual  kind `identity` / `gated` / `depth_weights` / `attnres`, block_size
@@ -155,6 +155,7 @@ class Router:
     weight_on: str | None = None     # output (default: weight * expert(x)), input (Llama 4: expert(weight * x))
     sparsemixer_eps: float | None = None   # scoring `sparsemixer` (PhiMoE): the logit band 2 * eps per pick
     group_score: str | None = None   # group-limited routing ranks groups by `top2_sum` (V3) or `max` (V2)
+    bias_on: str | None = None       # where the selection bias is added: `scores` (default) or `logits` (Kolibri)
 
 
 @dataclass

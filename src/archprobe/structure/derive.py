@@ -291,6 +291,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
                 _set(card, f"{p}.ffn.router.renormalize", True, f"config:{pn_where}")
             elif isinstance(cfg.default("renormalize"), bool):
                 _set(card, f"{p}.ffn.router.renormalize", cfg.default("renormalize"), "default")
+            if cfg.default("router_bias_on") and f.router.selection_bias:
+                _set(card, f"{p}.ffn.router.bias_on", cfg.default("router_bias_on"), "default")
             if cfg.default("router_weight_on"):
                 _set(card, f"{p}.ffn.router.weight_on", cfg.default("router_weight_on"), "default")
             if card.layers[i].ffn.router.scoring == "sparsemixer":

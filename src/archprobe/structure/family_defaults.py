@@ -6,12 +6,13 @@ Keys: `conv1d_transposed` (weights stored [in, out]), `qkv_layout` (a fused qkv'
 `per_head` = [q, k, v] per head, `grouped` = per KV group [q..., k, v]), `gate_up` (`interleaved` =
 even rows gate, odd rows up), `norm_offset` (RMSNorm applied as 1 + w), `embed_scale` (`sqrt_hidden`),
 `alibi`, `parallel` (attention and MLP read the same normalised input), `post_norm`, `scoring`
-(router), `sliding_all` (every attention layer uses `sliding_window`), `renormalize` (the top-k routing
-weights divided by their sum, hard-coded where the config has no `norm_topk_prob`; top-k over logits
-then a softmax over those k is the same thing), `norm_topk_prob_ignored` (the config carries the key,
-the modeling code never reads it), `router_weight_on` (`input`: the routing weight scales the expert's
-input, Llama 4), `qk_norm_rope_layers` (use_qk_norm's weightless q/k norm only on the layers that apply
-rope, Llama 4).
+(router), `sliding_all` (every attention layer uses `sliding_window`).
+MoE routing keys (where the modeling file hard-codes it): `renormalize` (the top-k routing weights divided
+by their sum, where the config has no `norm_topk_prob`; top-k over logits then a softmax over those k is the
+same thing), `norm_topk_prob_ignored` (the config carries the key, the modeling code never reads it),
+`router_bias_on` (`logits`: the selection bias is added to the logits), `router_weight_on` (`input`: the
+routing weight scales the expert's input, Llama 4), `qk_norm_rope_layers` (use_qk_norm's weightless q/k
+norm only on the layers that apply rope, Llama 4).
 """
 
 from __future__ import annotations
@@ -132,6 +133,9 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                           "routed output * routed_scaling_factor)"},
     "step3p7": {"scoring": "sigmoid", "renormalize": True,
                 "source": "transformers/models/step3p7/modeling_step3p7.py (as step3p5)"},
+    "kolibri1": {"scoring": "sigmoid", "router_bias_on": "logits",
+                 "source": "transformers/models/kolibri1/modeling_kolibri1.py (Kolibri1TopKRouter: top-k of "
+                           "router_logits + e_score_correction_bias, then sigmoid of the chosen logits)"},
     "laguna": {"scoring": "sigmoid", "renormalize": True,
                "source": "transformers/models/laguna/modeling_laguna.py (sigmoid, top-k on score + bias, /= sum; "
                          "routed output * routed_scaling_factor)"},

@@ -279,6 +279,9 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         if r.weight_on not in (None, "output", "input"):
             raise Unsupported(f"{p}.ffn.router.weight_on {r.weight_on!r}")
         out["moe_weight_on"] = r.weight_on or "output"
+        if r.bias_on not in (None, "scores", "logits"):
+            raise Unsupported(f"{p}.ffn.router.bias_on {r.bias_on!r}")
+        out["moe_bias_on_logits"] = r.bias_on == "logits"
         sel = bool(r.selection_bias)
         out.update(num_experts=_need(f.num_experts, f"{p}.ffn.num_experts"),
                    num_experts_per_token=_need(f.top_k, f"{p}.ffn.top_k"),
