@@ -33,15 +33,14 @@ TWINS = sorted(zoo_mod.TWINS)
 KNOWN_WRONG = {
     "axk1": "wrong logits with the derived card (MLA + sandwich norms); the missing field is not isolated yet",
     "beam": "card+nn: gate_bias [heads] (a per-head bias on the output gate) bound as attention sinks",
-    "cohere2_moe": "card: shared_expert_combination_strategy 'average' (routed and shared outputs averaged) not "
-                   "described",
     "flint": "nn+card: Flint's per-head softmax_offset is a sink-like logit not bound as mixer.sinks",
     "nanochat": "card+nn: weightless RMSNorms (pre, embedding, final, q/k after rope) have no tensor, and its "
                 "rope rotates by -theta (rotate_half flipped); neither is described",
     "stablelm_parallel": "card: per-head q/k LayerNorm weights and biases not bound as per_head_weights",
 }
 KNOWN_TWIN_GAPS = {
-    "qwen3_next": "card: the twin's card differs from the original's (renamed shared expert / gates)",
+    "qwen3_next": "refuses (NeedsField norm.offset): Qwen3-Next's (1 + w) norms are known only from its "
+                  "model_type's family row; the twin's stored gains centre on 0, so validate will not guess",
 }
 
 

@@ -12,6 +12,8 @@ tuning and Ministral 3's llama_4_scaling_beta, SSMax on Beam's NoPE layers); dyn
 differential attention (Ye et al., arXiv:2410.05258; DiffLlama): two softmax maps per head pair,
 (A1 - lambda A2) V, lambda = exp(lq1.lk1) - exp(lq2.lk2) + lambda_init, then a weightless RMSNorm over
 the pair's 2d channels times (1 - lambda_init).
+chunked attention (Llama 4: a query sees only the earlier keys of its own `chunk`-token block); weightless
+q/k RMS norms (`qk_norm="weightless"`, Llama 4's L2 norm).
 With a window the cache keeps only the last `window` keys. Fused qkv checkpoints are split on load.
 """
 
@@ -83,7 +85,7 @@ class Attention(nn.Module):
                  softcap: float | None = None, sinks: bool = False, alibi: bool = False,
                  qk_norm_after_rope: bool = False, differential: float | None = None,
                  query_scale: dict | None = None, clip_qkv: float | None = None, sub_norm: bool = False,
-                 alibi_scaled: bool = False):
+                 alibi_scaled: bool = False, chunk: int | None = None):
         """`gate_in_q`: Qwen3-Next's gated attention, q_proj emits [q | gate] per head (no g_proj).
         `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
         (one norm of head_dim shared by heads), `full` (one over the whole q / k projection),
@@ -91,7 +93,8 @@ class Attention(nn.Module):
         `clip_qkv`: q, k, v projections clamped to [-c, c] (OLMo, DBRX); `sub_norm`: a norm on the heads'
         output before o_proj (BitNet's attn_sub_norm); `alibi_scaled`: the ALiBi bias is added before the
         softmax scale and so scaled with the scores (Falcon), not after it (BLOOM, MPT).
-        `differential`: this layer's lambda_init (differential attention, DiffLlama)."""
+        `differential`: this layer's lambda_init (differential attention, DiffLlama).
+        `qk_norm` `weightless`: normalised, no gain (Llama 4). `chunk`: chunked attention."""
         super().__init__()
         if heads % kv_heads:
             raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
@@ -116,9 +119,12 @@ class Attention(nn.Module):
         if query_scale is not None and query_scale.get("form") not in QUERY_SCALES:
             raise ValueError(f"query_scale form {query_scale.get('form')!r}: archprobe.nn knows {QUERY_SCALES}")
         self.query_scale = query_scale
-        if self.qk_norm not in (None, "head", "full", "per_head_weights"):
-            raise ValueError(f"qk_norm must be 'head', 'full' or 'per_head_weights', not {qk_norm!r}")
-        if self.qk_norm:
+        if self.qk_norm not in (None, "head", "full", "per_head_weights", "weightless"):
+            raise ValueError(f"qk_norm must be 'head', 'full', 'per_head_weights' or 'weightless', not {qk_norm!r}")
+        self.chunk, self.norm_eps = chunk, norm_eps
+        if self.qk_norm == "weightless":
+            self.q_norm = self.k_norm = lambda t: rms_normalise(t, norm_eps).to(t.dtype)
+        elif self.qk_norm:
             full, own = self.qk_norm == "full", self.qk_norm == "per_head_weights"
             self.q_norm = make_norm(norm_style, heads * head_dim if full else (heads, head_dim) if own else head_dim,
                                     norm_eps)
@@ -156,7 +162,7 @@ class Attention(nn.Module):
         q = q.unflatten(-1, (self.heads, self.head_dim))
         k = k.unflatten(-1, (self.kv_heads, self.head_dim))
         v = v.unflatten(-1, (self.kv_heads, self.head_dim))
-        if self.qk_norm in ("head", "per_head_weights") and not self.qk_norm_after_rope:
+        if self.qk_norm in ("head", "per_head_weights", "weightless") and not self.qk_norm_after_rope:
             q, k = self.q_norm(q), self.k_norm(k)
         return q, k, v, q_gate
 
@@ -178,7 +184,7 @@ class Attention(nn.Module):
         if self.rope is not None:
             pos = torch.arange(start, start + T, device=x.device)
             q, k = self.rope.apply(q, pos), self.rope.apply(k, pos)
-        if self.qk_norm in ("head", "per_head_weights") and self.qk_norm_after_rope:
+        if self.qk_norm in ("head", "per_head_weights", "weightless") and self.qk_norm_after_rope:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.query_scale is not None:
             t = torch.arange(start, start + T, device=x.device, dtype=torch.float32)
@@ -192,6 +198,10 @@ class Attention(nn.Module):
             k_all, v_all = k, v
         S = k_all.shape[1]
         mask = causal_mask(T, S, x.device, self.window)
+        if self.chunk:   # absolute positions: the cache holds every key of the sequence so far
+            q_chunk = torch.arange(start, start + T, device=x.device) // self.chunk
+            mask = mask & (q_chunk[:, None] == (torch.arange(start + T - S, start + T, device=x.device)
+                                                // self.chunk)[None, :])
         if self.indexer is not None:
             mask = self.indexer.select(x, keys_idx, mask)
         bias = None

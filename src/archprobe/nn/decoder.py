@@ -140,6 +140,10 @@ class HybridConfig:
     expert_storage: str = "dense"      # "mxfp4": keep routed experts packed, dequantize on use (validate)
     router_logit_bias: bool = False    # gpt-oss: the router is a Linear with a bias
     expert_bias: bool = False          # gpt-oss: biases on the experts' projections
+    moe_weight_on: str = "output"      # "input": the routing weight scales the expert's input (Llama 4)
+    moe_sparsemixer_eps: float = 0.01  # router "sparsemixer" (PhiMoE): router_jitter_noise
+    shared_combine: str = "sum"        # "average": (routed + shared) / 2 (Cohere2-MoE)
+    moe_bias_on_logits: bool = False   # the selection bias is added to the logits, not the scores (Kolibri)
     group_score: str = "top2_sum"      # group-limited routing ranks groups by top-2 sum (V3) or max (V2)
     glu_limit: float = 7.0             # swiglu_oss clamp (gpt-oss swiglu_limit)
     # the families' switches: norms and their placement, biases, attention extras, model-level extras
@@ -148,6 +152,7 @@ class HybridConfig:
     #                                       (post_mixer_sum, post_ffn_sum: post-LN, the norm after the residual add)
     qk_norm_after_rope: bool = False
     attn_query_scale: dict | None = None  # position-dependent query multiplier (Attention's query_scale)
+    attn_chunk_size: int | None = None          # chunked attention (Llama 4's chunked_attention layers)
     rope: Rope | None = None           # scaled / partial / interleaved rope; None: rope_theta, default
     attention_bias: bool = False       # q, k, v projections
     attention_out_bias: bool = False   # o projection
@@ -311,7 +316,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          softcap=cfg.attn_softcap, sinks=cfg.attn_sinks, alibi=cfg.alibi,
                          qk_norm_after_rope=cfg.qk_norm_after_rope, differential=cfg.attn_differential,
                          query_scale=cfg.attn_query_scale, clip_qkv=cfg.clip_qkv,
-                         sub_norm=cfg.attn_sub_norm, alibi_scaled=cfg.alibi_scaled)
+                         sub_norm=cfg.attn_sub_norm, alibi_scaled=cfg.alibi_scaled,
+                         chunk=cfg.attn_chunk_size)
     return None
 
 
@@ -333,7 +339,9 @@ def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
                    latent_names=cfg.latent_names, situ_betas=betas, norm_eps=cfg.rms_norm_eps,
                    expert_storage=cfg.expert_storage, shared_gate=cfg.shared_expert_gate,
                    router_logit_bias=cfg.router_logit_bias, expert_bias=cfg.expert_bias, group_score=cfg.group_score,
-                   glu_limit=cfg.glu_limit, shared_bias=cfg.mlp_bias)
+                   glu_limit=cfg.glu_limit, shared_bias=cfg.mlp_bias, weight_on=cfg.moe_weight_on,
+                   sparsemixer_eps=cfg.moe_sparsemixer_eps, shared_combine=cfg.shared_combine,
+                   bias_on_logits=cfg.moe_bias_on_logits)
     return None
 
 

@@ -129,11 +129,22 @@ class MoE(nn.Module):
                  situ_betas=(4.0, 25.0), norm_eps: float = 1e-5, dispatch: bool = True,
                  expert_storage: str = "dense", shared_gate: bool = False, router_logit_bias: bool = False,
                  expert_bias: bool = False, group_score: str = "top2_sum", glu_limit: float = 7.0,
-                 shared_bias: bool = False):
+                 shared_bias: bool = False, weight_on: str = "output", sparsemixer_eps: float = 0.01,
+                 shared_combine: str = "sum", bias_on_logits: bool = False):
         """`shared_gate`: Qwen3-Next's single `shared_expert` scaled by sigmoid(`shared_expert_gate` x).
         `group_score`: how group-limited routing ranks groups, `top2_sum` (DeepSeek-V3) or `max`
-        (DeepSeek-V2's group_limited_greedy). `router_logit_bias`/`expert_bias`: gpt-oss's biases."""
+        (DeepSeek-V2's group_limited_greedy). `router_logit_bias`/`expert_bias`: gpt-oss's biases.
+        `weight_on="input"`: the routing weight scales the expert's input, expert(w x) (Llama 4), not its
+        output. `score="sparsemixer"` (PhiMoE) uses `sparsemixer_eps` (the config's router_jitter_noise).
+        `shared_combine="average"`: (routed + shared) / 2 (Cohere2-MoE), not their sum. `bias_on_logits`:
+        the selection bias is added to the router logits rather than to the scores (Kolibri)."""
         super().__init__()
+        if weight_on not in ("output", "input"):
+            raise ValueError(f"weight_on must be 'output' or 'input', not {weight_on!r}")
+        if shared_combine not in ("sum", "average"):
+            raise ValueError(f"shared_combine must be 'sum' or 'average', not {shared_combine!r}")
+        self.weight_on, self.sparsemixer_eps, self.shared_combine = weight_on, sparsemixer_eps, shared_combine
+        self.bias_on_logits = bias_on_logits
         if routing_space not in ("hidden", "latent"):
             raise ValueError(f"routing_space must be 'hidden' or 'latent', not {routing_space!r}")
         if routing_space == "latent" and not latent_size:
@@ -171,7 +182,8 @@ class MoE(nn.Module):
         if experts is None and self.groups > 1 and self.group_score == "max":
             experts = self._group_max_choice(logits, bias)
         return moe_route(logits, self.top_k, score=self.score, bias=bias, renormalize=self.renormalize,
-                         scale=self.scale, groups=self.groups, topk_groups=self.topk_groups, experts=experts)
+                         scale=self.scale, groups=self.groups, topk_groups=self.topk_groups, experts=experts,
+                         sparsemixer_eps=self.sparsemixer_eps, bias_on_logits=self.bias_on_logits)
 
     def _group_max_choice(self, logits: torch.Tensor, bias) -> torch.Tensor:
         """DeepSeek-V2's group-limited greedy choice: keep the `topk_groups` groups with the highest
@@ -204,8 +216,14 @@ class MoE(nn.Module):
         weights, experts = self.route(r_in, experts=forced)
         self.last_routing = (experts.detach(), weights.detach())
         run = moe_dispatch if self.dispatch else moe_dense_reference
-        y = run(z, weights, experts, self.experts.run, self.num_experts)
+        y = run(z, weights, experts, self.expert_fn, self.num_experts)
         return self.combine_output(y, xf).reshape(shape)
+
+    def expert_fn(self, x: torch.Tensor, e: int, scale: torch.Tensor | None = None) -> torch.Tensor:
+        """Expert e on x [n, in] with its routing weights `scale` [n, 1] on the output, or on the input."""
+        if self.weight_on == "input" and scale is not None:
+            return self.experts.run(x * scale.to(x.dtype), e)
+        return self.experts.run(x, e, scale)
 
     def expert_input(self, xf: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(what the experts read: x or its latent down-projection, what the router reads) for x [N, hidden]."""
@@ -223,7 +241,9 @@ class MoE(nn.Module):
             y = y + self.shared_experts(xf)
         elif self.shared_gated:
             y = y + torch.sigmoid(self.shared_expert_gate(xf)) * self.shared_expert(xf)
-        return y
+        else:
+            return y
+        return y / 2 if self.shared_combine == "average" else y
 
     def routing_stats(self) -> dict:
         if self.last_routing is None:

@@ -17,26 +17,33 @@ import torch
 
 
 def moe_route(logits_TE: torch.Tensor, top_k: int, *, score: str = "sigmoid", bias=None, renormalize: bool = True,
-              scale: float = 1.0, groups: int = 1, topk_groups: int = 1, experts: torch.Tensor | None = None):
+              scale: float = 1.0, groups: int = 1, topk_groups: int = 1, experts: torch.Tensor | None = None,
+              sparsemixer_eps: float = 0.01, bias_on_logits: bool = False):
     """Returns (weights [T, K] float32, experts [T, K] int64).
 
     With `groups` > 1 (DeepSeek-V3 group-limited routing), experts are chosen only inside the
     `topk_groups` groups whose two best (biased) scores sum highest. With `experts` given the choice
     is taken as is (validate's pinned routing) and only the weights are computed from these logits.
+    `score="sparsemixer"` is PhiMoE's inference-time routing (`sparsemixer_route`); it neither renormalises
+    nor uses a selection bias. `bias_on_logits`: the selection bias is added to the logits, not the scores
+    (Kolibri: top-k of logits + bias, then the scores of those).
     """
     logits = logits_TE.float()
+    if score == "sparsemixer":
+        weights, experts = sparsemixer_route(logits, top_k, eps=sparsemixer_eps, experts=experts)
+        return weights * scale, experts
     if score == "sigmoid":
         scores = torch.sigmoid(logits)
     elif score == "softmax":
         scores = torch.softmax(logits, dim=-1)
     else:
-        raise ValueError(f"score must be 'sigmoid' or 'softmax', not {score!r}")
+        raise ValueError(f"score must be 'sigmoid', 'softmax' or 'sparsemixer', not {score!r}")
     if experts is not None:
         weights = scores.gather(-1, experts)
         if renormalize:
             weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
         return weights * scale, experts
-    choice = scores if bias is None else scores + bias.float()
+    choice = scores if bias is None else (logits if bias_on_logits else scores) + bias.float()
     if groups > 1:
         T, E = choice.shape
         if top_k > topk_groups * (E // groups):
@@ -50,6 +57,27 @@ def moe_route(logits_TE: torch.Tensor, top_k: int, *, score: str = "sigmoid", bi
     if renormalize:
         weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
     return weights * scale, experts
+
+
+def sparsemixer_route(logits_TE: torch.Tensor, top_k: int, *, eps: float, experts: torch.Tensor | None = None):
+    """PhiMoE's sparsemixer at inference: pick the best remaining expert k times; its weight is its share of
+    a softmax over the remaining logits s_j with (best - s_j) / max(|s_j|, best) <= 2 eps (the others are
+    masked out). Returns (weights [T, K] float32, experts [T, K]); with `experts` given, those are the picks."""
+    s = logits_TE.float()
+    remaining = s
+    weights, picks = [], []
+    for j in range(top_k):
+        if experts is None:
+            best, idx = remaining.max(dim=-1, keepdim=True)
+        else:
+            idx = experts[:, j:j + 1]
+            best = remaining.gather(-1, idx)
+        out_of_band = (best - s) / s.abs().clamp(min=best) > 2 * eps
+        gates = torch.softmax(remaining.masked_fill(out_of_band, float("-inf")), dim=-1)
+        weights.append(gates.gather(-1, idx))
+        picks.append(idx)
+        remaining = remaining.scatter(-1, idx, float("-inf"))
+    return torch.cat(weights, dim=-1), torch.cat(picks, dim=-1)
 
 
 ExpertFn = Callable[[torch.Tensor, int, torch.Tensor], torch.Tensor]   # (x [n, L], e, scale [n, 1]) -> [n, L']

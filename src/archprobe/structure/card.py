@@ -35,7 +35,8 @@ Layer
                 `short_conv` `lightning` (linear attention, fixed per-head decay) `rg_lru` (Griffin) `none`
                 `unknown`
                 softmax attention: num_heads, num_kv_heads, head_dim, v_head_dim, bias {q,k,v,o: bool},
-                fused_qkv, qk_norm (`per_head` / `full` / None), sliding_window, sinks, logit_soft_cap,
+                fused_qkv, qk_norm (`per_head` / `full` / `weightless` / None), sliding_window,
+                chunk_size (chunked attention), sinks, logit_soft_cap,
                 output_gate (`sigmoid_g_proj` / `fused_in_q_proj` / `full_rank` / `low_rank` / None),
                 rope (False: NoPE layer), layer_rope (a Rope overriding the model's for this layer:
                 per-layer-type rope_parameters, layer_rope_theta), qk_norm_after_rope, alibi
@@ -46,9 +47,11 @@ Layer
                 C); GDN: beta_scale (2: allow_neg_eigval), norm_eps (its output norm's, when not the layers')
   ffn: Ffn      kind: `dense` `moe` `latent_moe` `none` `unknown`; activation (`silu`, `gelu`, `relu2`,
                 `situ`, ...), gated (GLU), bias, width (dense intermediate), num_experts, top_k, expert_width,
-                router: Router {scoring `softmax`/`sigmoid`, selection_bias, renormalize, scaling,
-                n_group, topk_group, input `hidden`/`latent`}, shared: Shared {count, width, gated},
-                latent_size, latent_norm
+                router: Router {scoring `softmax`/`sigmoid`/`sparsemixer`, selection_bias, renormalize,
+                scaling, n_group, topk_group, input `hidden`/`latent`, weight_on `output`/`input`,
+                sparsemixer_eps, group_score `top2_sum`/`max`, bias_on `scores`/`logits`},
+                shared: Shared {count, width, gated, combine `sum`/`average`},
+                latent_size, latent_norm, glu_limit and glu_alpha (activation `swiglu_oss`)
   norm: dict[placement, Norm]    placements `pre_mixer`, `post_mixer`, `pre_ffn`, `post_ffn`, `latent`;
                                  post-LN (x = norm(x + f(x)), GPT-1, OPT-350m): `post_mixer_sum`, `post_ffn_sum`
   residual: Residual  kind `identity` / `gated` / `depth_weights` / `attnres`, block_size
@@ -156,6 +159,10 @@ class Router:
     n_group: int | None = None
     topk_group: int | None = None
     input: str | None = None         # hidden, latent
+    weight_on: str | None = None     # output (default: weight * expert(x)), input (Llama 4: expert(weight * x))
+    sparsemixer_eps: float | None = None   # scoring `sparsemixer` (PhiMoE): the logit band 2 * eps per pick
+    group_score: str | None = None   # group-limited routing ranks groups by `top2_sum` (V3) or `max` (V2)
+    bias_on: str | None = None       # where the selection bias is added: `scores` (default) or `logits` (Kolibri)
 
 
 @dataclass
@@ -163,6 +170,7 @@ class Shared:
     count: int | None = None
     width: int | None = None
     gated: bool | None = None
+    combine: str | None = None       # sum (default), average: (routed + shared) / 2 (Cohere2-MoE)
 
 
 @dataclass
@@ -188,6 +196,7 @@ class Mixer:
                                      # {length, power} (Beam), log_floor {beta, length, shift} (Llama 4)
     clip_qkv: float | None = None    # q, k, v clamped to [-clip, clip] (OLMo, DBRX clip_qkv)
     alibi_scaled: bool | None = None   # ALiBi added before the softmax scale, so scaled with it (Falcon)
+    chunk_size: int | None = None    # chunked attention: a query sees only its own block of keys (Llama 4)
     kv_lora_rank: int | None = None
     q_lora_rank: int | None = None
     rope_dim: int | None = None
@@ -224,6 +233,8 @@ class Ffn:
     shared: Shared | None = None
     latent_size: int | None = None
     latent_norm: bool | None = None
+    glu_limit: float | None = None   # activation `swiglu_oss` (gpt-oss): the clamp on gate and up
+    glu_alpha: float | None = None   # and its sigmoid's slope (1.702)
     layout: dict = field(default_factory=dict)
     evidence: list = field(default_factory=list)
     confidence: float | None = None

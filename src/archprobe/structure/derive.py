@@ -21,6 +21,7 @@ from archprobe.structure.modules import Module, group_modules, words
 from archprobe.structure.positions import derive_positions
 from archprobe.structure.tensors import TensorTable, build_table
 
+GROUP_SCORES = {"group_limited_greedy": "max", "noaux_tc": "top2_sum"}   # DeepSeek's topk_method -> group score
 HEAD_WORDS = {"lm_head", "head", "output", "unembed", "embed_out", "classifier", "logits"}
 EMBED_WORDS = {"embed", "embedding", "embeddings", "embed_tokens", "tok", "tok_embeddings", "wte", "token", "word",
                "word_embeddings", "tokens"}
@@ -282,11 +283,14 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
                                       "moe_k",
                                       "num_selected_experts")
     scoring, s_where = cfg.first_str_at("scoring_func", "moe_router_activation_func", "router_activation",
-                                        "score_function")
+                                        "score_function", "expert_selection_fn")
     renorm = cfg.get("norm_topk_prob", cfg.get("moe_renormalize"))
-    if renorm is None and cfg.get("moe_normalize_expert_weights") == 1:   # DBRX: top-k weights over their L1 norm
-        renorm = True
-    scale, sc_where = cfg.first_float_at("routed_scaling_factor", "router_scaling_factor")
+    scale, sc_where = cfg.first_float_at("routed_scaling_factor", "router_scaling_factor", "route_scale")
+    jitter, j_where = cfg.first_float_at("router_jitter_noise")
+    glu_limit = cfg.first_float("swiglu_limit")
+    p_norm, pn_where = cfg.lookup("moe_normalize_expert_weights")
+    chunk = cfg.first_int("attention_chunk_size")
+    topk_method = cfg.get("topk_method")
     n_group, g_where = cfg.first_int_at("n_group", "num_expert_group")
     topk_group, tg_where = cfg.first_int_at("topk_group")
     n_shared, sh_where = cfg.first_int_at("n_shared_experts", "num_shared_experts", "shared_expert_count")
@@ -311,6 +315,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             _set(card, f"{p}.mixer.logit_soft_cap", attn_cap, f"config:{ac_where}")
             if cfg.default("attn_scale") is not None and m.scale is None:
                 _set(card, f"{p}.mixer.scale", float(cfg.default("attn_scale")), "default")
+            if chunk and isinstance(types, list) and len(types) == len(card.layers) and "chunked" in str(types[i]):
+                _set(card, f"{p}.mixer.chunk_size", chunk, "config:attention_chunk_size")
             if alibi:
                 _set(card, f"{p}.mixer.alibi", True, "default")
                 if cfg.default("alibi_scaled"):
@@ -339,6 +345,10 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         if f.kind != "none" and act:
             a = act.lower()
             _set(card, f"{p}.ffn.activation", a, f"config:{act_where}" if act_where else "default")
+        if f.kind != "none" and glu_limit is not None and f.gated:   # gpt-oss's clamped SwiGLU
+            _set(card, f"{p}.ffn.activation", "swiglu_oss", "config:swiglu_limit")
+            _set(card, f"{p}.ffn.glu_limit", glu_limit, "config:swiglu_limit")
+            _set(card, f"{p}.ffn.glu_alpha", cfg.first_float("swiglu_alpha"), "config:swiglu_alpha")
         if f.kind in ("moe", "latent_moe"):
             _set(card, f"{p}.ffn.top_k", top_k, f"config:{k_where}")
             if scoring:
@@ -349,13 +359,31 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             elif f.router.selection_bias is not None:
                 # a selection bias goes with sigmoid scores (DeepSeek-V3 and its descendants), softmax otherwise
                 _set(card, f"{p}.ffn.router.scoring", "sigmoid" if f.router.selection_bias else "softmax", "default")
-            if isinstance(renorm, bool):
+            if s_where == "expert_selection_fn" and scoring == "softmax":   # a softmax over the top-k logits
+                _set(card, f"{p}.ffn.router.renormalize", True, "config:expert_selection_fn")
+            elif isinstance(renorm, bool) and not cfg.default("norm_topk_prob_ignored"):
                 _set(card, f"{p}.ffn.router.renormalize", renorm, "config:norm_topk_prob")
+            elif p_norm == 1:   # DBRX: weights / ||weights||_p, and p = 1 is the sum (other p: unknown)
+                _set(card, f"{p}.ffn.router.renormalize", True, f"config:{pn_where}")
+            elif isinstance(cfg.default("renormalize"), bool):
+                _set(card, f"{p}.ffn.router.renormalize", cfg.default("renormalize"), "default")
+            if cfg.default("router_bias_on") and f.router.selection_bias:
+                _set(card, f"{p}.ffn.router.bias_on", cfg.default("router_bias_on"), "default")
+            if cfg.default("router_weight_on"):
+                _set(card, f"{p}.ffn.router.weight_on", cfg.default("router_weight_on"), "default")
+            if card.layers[i].ffn.router.scoring == "sparsemixer":
+                _set(card, f"{p}.ffn.router.sparsemixer_eps", jitter, f"config:{j_where}")
             _set(card, f"{p}.ffn.router.scaling", scale, f"config:{sc_where}")
-            _set(card, f"{p}.ffn.router.n_group", n_group, f"config:{g_where}")
-            _set(card, f"{p}.ffn.router.topk_group", topk_group, f"config:{tg_where}")
+            if topk_method != "greedy":   # DeepSeek-V2's `greedy` ignores n_group / topk_group
+                _set(card, f"{p}.ffn.router.n_group", n_group, f"config:{g_where}")
+                _set(card, f"{p}.ffn.router.topk_group", topk_group, f"config:{tg_where}")
+            if topk_method in GROUP_SCORES:
+                _set(card, f"{p}.ffn.router.group_score", GROUP_SCORES[topk_method], "config:topk_method")
             if f.shared is not None and n_shared:
                 _set(card, f"{p}.ffn.shared.count", n_shared, f"config:{sh_where}")
+            if f.shared is not None and cfg.get("shared_expert_combination_strategy") in ("sum", "average"):
+                _set(card, f"{p}.ffn.shared.combine", cfg.get("shared_expert_combination_strategy"),
+                     "config:shared_expert_combination_strategy")
             if f.layout.get("gate_up") and cfg.default("gate_up"):
                 f.layout["gate_up"] = cfg.default("gate_up")
             for name in ("num_experts", "expert_width", "latent_size"):
@@ -370,8 +398,25 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
                 card.origins[f"{p}.norm.{place}.kind"] = "default"
         if layer.parallel is None and cfg.default("parallel") and len(layer.norm) == 1:
             _set(card, f"{p}.parallel", True, "default")
+    _llama4_attention(card, cfg)
     if n_where and card.num_layers is not None:
         n, _ = cfg.first_int_at("num_hidden_layers", "n_layer", "num_layers", "n_layers")
         if n is not None and n != card.num_layers and not any("config says" in w for w in card.warnings):
             card.warnings.append(f"config says {n} layers, the checkpoint has tensors for {card.num_layers}: "
                                  "the card follows the tensors")
+
+
+def _llama4_attention(card: Card, cfg: ConfigView) -> None:
+    """`use_qk_norm` on a layer with no q/k norm tensor: a weightless RMS norm of q and k (Llama 4's L2
+    norm; rope rotates within the head, so before or after rope is the same); the family row
+    `qk_norm_rope_layers` keeps it to the layers that rotate. (The NoPE layers' temperature tuning is a
+    query_scale, structure/positions.py.)"""
+    for i, layer in enumerate(card.layers):
+        m = layer.mixer
+        if m.kind not in ("gqa", "mha", "mqa"):
+            continue
+        p = f"layers.{i}.mixer"
+        rotates = m.rope is not False and card.embed.pos_kind == "rope"
+        if cfg.get("use_qk_norm") is True and m.qk_norm is None and f"layers.{i}.mixer.q_norm" not in card.tensors \
+                and (rotates or not cfg.default("qk_norm_rope_layers")):
+            _set(card, f"{p}.qk_norm", "weightless", "config:use_qk_norm")

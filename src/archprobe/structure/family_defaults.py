@@ -17,6 +17,12 @@ the modeling file hard-codes them; `logits_scaling` (`multiply` where the family
 after its residual add), `weightless_norm` (`layer` / `rms`: pre-norms and final norm without
 parameters, so without tensors), `attn_scale` (a hard-coded softmax scale), `alibi_scaled` (ALiBi added
 before the softmax scale).
+MoE routing keys (where the modeling file hard-codes it): `renormalize` (the top-k routing weights divided
+by their sum, where the config has no `norm_topk_prob`; top-k over logits then a softmax over those k is the
+same thing), `norm_topk_prob_ignored` (the config carries the key, the modeling code never reads it),
+`router_bias_on` (`logits`: the selection bias is added to the logits), `router_weight_on` (`input`: the
+routing weight scales the expert's input, Llama 4), `qk_norm_rope_layers` (use_qk_norm's weightless q/k
+norm only on the layers that apply rope, Llama 4).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                          "inv_norm_factor)"},
     "mpt": {"alibi": True, "activation": "gelu",
             "source": "transformers/models/mpt/modeling_mpt.py (build_mpt_alibi_tensor, nn.GELU(approximate='none'))"},
-    "gpt_oss": {"gate_up": "interleaved", "scoring": "softmax",
+    "gpt_oss": {"gate_up": "interleaved", "scoring": "softmax", "renormalize": True,
                 "source": "transformers/models/gpt_oss/modeling_gpt_oss.py (gate_up[..., ::2], [..., 1::2]; "
                           "softmax over the top-k router logits)"},
     "gemma": {"norm_offset": True, "embed_scale": "sqrt_hidden",
@@ -64,13 +70,18 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "cohere2": {"parallel": True, "source": "transformers/models/cohere2/modeling_cohere2.py (rope only where "
                 "sliding_window)", "rope_interleaved": True, "nope_full_layers": True},
     "mistral": {"sliding_all": True, "source": "transformers/models/mistral/modeling_mistral.py"},
-    "mixtral": {"sliding_all": True, "source": "transformers/models/mixtral/modeling_mixtral.py"},
+    "mixtral": {"sliding_all": True, "scoring": "softmax", "renormalize": True,
+                "source": "transformers/models/mixtral/modeling_mixtral.py (MixtralTopKRouter: softmax, top-k, "
+                          "router_top_value /= sum)"},
     "deepseek_v3": {"scoring": "sigmoid", "source": "transformers/models/deepseek_v3/modeling_deepseek_v3.py "
                                                     "(router_logits.sigmoid())"},
     "glm4_moe": {"scoring": "sigmoid", "source": "transformers/models/glm4_moe/modeling_glm4_moe.py"},
     "dots1": {"scoring": "sigmoid", "source": "transformers/models/dots1/modeling_dots1.py"},
     "lfm2": {"activation": "silu", "source": "transformers/models/lfm2/modeling_lfm2.py (Lfm2MLP F.silu)"},
-    "lfm2_moe": {"activation": "silu", "source": "transformers/models/lfm2_moe/modeling_lfm2_moe.py (F.silu)"},
+    "lfm2_moe": {"activation": "silu", "scoring": "sigmoid",
+              "source": "transformers/models/lfm2_moe/modeling_lfm2_moe.py (F.silu); "
+              "transformers/models/lfm2_moe/modeling_lfm2_moe.py (Lfm2MoeTopKRouter: router_logits.sigmoid(), "
+              "with or without the expert bias)"},
     "lfm3": {"activation": "silu", "source": "transformers/models/lfm3/modeling_lfm3.py (F.silu)"},
     "olmo_hybrid": {"linear_norm_eps": 1e-5, "source": "transformers/models/olmo_hybrid/modeling_olmo_hybrid.py "
                                                       "(o_norm = OlmoHybridRMSNormGated(head_v_dim, eps=1e-5))"},
@@ -82,11 +93,14 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "glm_moe_dsa": {"indexer_rope_interleaved": True, "rope_interleaved": True,
                     "source": "transformers/models/glm_moe_dsa/modeling_glm_moe_dsa.py (apply_rotary_pos_emb_"
                               "interleave in the MLA and in GlmMoeDsaIndexer)"},
-    "kimi_linear": {"scoring": "sigmoid", "source": "transformers/models/kimi_linear/modeling_kimi_linear.py (MLA "
-                    "without rotary)", "rope": False},
-    "nemotron_h": {"scoring": "sigmoid", "source": "transformers/models/nemotron_h/modeling_nemotron_h.py (attention "
-                   "without rotary)", "rope": False},
-    "minimax": {"scoring": "softmax", "source": "transformers/models/minimax/modeling_minimax.py"},
+    "kimi_linear": {"scoring": "sigmoid", "rope": False,
+              "source": "transformers/models/kimi_linear/modeling_kimi_linear.py (MLA without rotary); "
+              "transformers/models/kimi_linear/modeling_kimi_linear.py"},
+    "nemotron_h": {"scoring": "sigmoid", "rope": False,
+              "source": "transformers/models/nemotron_h/modeling_nemotron_h.py (attention without rotary); "
+              "transformers/models/nemotron_h/modeling_nemotron_h.py"},
+    "minimax": {"scoring": "softmax", "renormalize": True,
+                "source": "transformers/models/minimax/modeling_minimax.py (softmax, top-k, /= sum)"},
     "opt": {"post_norm_key": "do_layer_norm_before", "source": "transformers/models/opt/modeling_opt.py (nn.LayerNorm"
             "'s default eps)", "norm_eps": 1e-5},
     # positions (structure/positions.py), each read from the family's modeling file
@@ -96,31 +110,47 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                 "source": "transformers/models/exaone4/modeling_exaone4.py (rope if sliding_window is None or "
                           "is_sliding)"},
     "exaone_moe": {"nope_full_layers": True, "source": "transformers/models/exaone_moe/modeling_exaone_moe.py"},
-    "kolibri1": {"nope_full_layers": True, "source": "transformers/models/kolibri1/modeling_kolibri1.py"},
+    "kolibri1": {"nope_full_layers": True, "scoring": "sigmoid", "router_bias_on": "logits",
+              "source": "transformers/models/kolibri1/modeling_kolibri1.py; "
+              "transformers/models/kolibri1/modeling_kolibri1.py (Kolibri1TopKRouter: top-k of router_logits + "
+              "e_score_correction_bias, then sigmoid of the chosen logits)"},
     "flint": {"nope_full_layers": True, "source": "transformers/models/flint/modeling_flint.py (rope only where "
               "sliding_window)"},
-    "afmoe": {"nope_full_layers": True, "source": "transformers/models/afmoe/modeling_afmoe.py (rope only on "
-              "is_local_attention layers)"},
+    "afmoe": {"scoring": "sigmoid", "renormalize": True, "nope_full_layers": True,
+              "source": "transformers/models/afmoe/modeling_afmoe.py (AfmoeTokenChoiceRouter: sigmoid, "
+                        "top-k on score + expert_bias, / (sum + 1e-20), * route_scale; AfmoeAttention: rope "
+                        "only `if self.is_local_attention`)"},
     "helium": {"rope_interleaved": True, "source": "transformers/models/helium/modeling_helium.py"},
     "ernie4_5": {"rope_interleaved": True, "source": "transformers/models/ernie4_5/modeling_ernie4_5.py"},
-    "ernie4_5_moe": {"rope_interleaved": True,
-                     "source": "transformers/models/ernie4_5_moe/modeling_ernie4_5_moe.py"},
+    "ernie4_5_moe": {"rope_interleaved": True, "scoring": "softmax", "renormalize": True,
+              "source": "transformers/models/ernie4_5_moe/modeling_ernie4_5_moe.py; "
+              "transformers/models/ernie4_5_moe/modeling_ernie4_5_moe.py (softmax, top-k on probs + "
+              "moe_statics bias, / clamp(sum, moe_norm_min))"},
     "glm": {"rope_interleaved": True, "source": "transformers/models/glm/modeling_glm.py"},
     "glm4": {"rope_interleaved": True, "source": "transformers/models/glm4/modeling_glm4.py"},
-    "deepseek_v2": {"rope_interleaved": True,
-                    "source": "transformers/models/deepseek_v2/modeling_deepseek_v2.py (view_as_complex pairs)"},
+    "deepseek_v2": {"rope_interleaved": True, "renormalize": False, "norm_topk_prob_ignored": True,
+              "source": "transformers/models/deepseek_v2/modeling_deepseek_v2.py (view_as_complex pairs); "
+              "transformers/models/deepseek_v2/modeling_deepseek_v2.py (DeepseekV2Moe.route_tokens_to_experts: "
+              "top-k weights * routed_scaling_factor, norm_topk_prob never read)"},
     "hunyuan_v1_dense": {"qk_norm_after_rope": True,
                          "source": "transformers/models/hunyuan_v1_dense/modeling_hunyuan_v1_dense.py "
                                    "(query_layernorm after apply_rotary_pos_emb)"},
-    "hunyuan_v1_moe": {"qk_norm_after_rope": True,
-                       "source": "transformers/models/hunyuan_v1_moe/modeling_hunyuan_v1_moe.py"},
+    "hunyuan_v1_moe": {"qk_norm_after_rope": True, "scoring": "softmax", "renormalize": True,
+              "source": "transformers/models/hunyuan_v1_moe/modeling_hunyuan_v1_moe.py; "
+              "transformers/models/hunyuan_v1_moe/modeling_hunyuan_v1_moe.py (softmax, top-k, /= sum)"},
     "ministral3": {"sliding_all": True, "source": "transformers/models/ministral3/modeling_ministral3.py "
                    "(sliding_window=config.sliding_window on every layer)"},
-    "llama4_text": {"rope_interleaved": True,
-                    "source": "transformers/models/llama4/modeling_llama4.py (apply_rotary_emb, view_as_complex)"},
+    "llama4_text": {"scoring": "sigmoid", "renormalize": False, "router_weight_on": "input",
+                    "qk_norm_rope_layers": True, "rope_interleaved": True,
+                    "source": "transformers/models/llama4/modeling_llama4.py (Llama4Router: sigmoid of the top-k "
+                              "logits; Llama4TextMoe: routed_in = hidden_states * router_scores; "
+                              "Llama4TextAttention: qk_norm only `if config.use_qk_norm and self.use_rope`; "
+                              "apply_rotary_emb: view_as_complex on (even, odd) pairs)"},
     "beam": {"nope_query_scale": {"form": "ssmax", "length": 2048, "power": 0.1},
              "source": "transformers/models/beam/modeling_beam.py (compute_attention_scaling on NoPE layers)"},
-    "jamba": {"rope": False, "source": "transformers/models/jamba/modeling_jamba.py (no rotary embedding)"},
+    "jamba": {"rope": False, "scoring": "softmax", "renormalize": False,
+              "source": "transformers/models/jamba/modeling_jamba.py (no rotary embedding); "
+              "transformers/models/jamba/modeling_jamba.py (softmax, top-k, no renormalisation)"},
     "xglm": {"positions": "tensor2tensor", "position_offset": 2, "norm_eps": 1e-5,
              "source": "transformers/models/xglm/modeling_xglm.py (XGLMSinusoidalPositionalEmbedding, offset 2; "
                        "nn.LayerNorm's default eps)"},
@@ -137,6 +167,61 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                                                             "(lm_head(h) * logits_scaling; Granite divides)"},
     "vaultgemma": {"norm_offset": True, "embed_scale": "sqrt_hidden",
                    "source": "transformers/models/vaultgemma/modeling_vaultgemma.py (1 + weight, hidden_size**0.5)"},
+    # MoE routing hard-coded in the modeling file (no norm_topk_prob in the config class)
+    "aria_text": {"scoring": "softmax", "renormalize": True,
+                  "source": "transformers/models/aria/modeling_aria.py (AriaTextTopKRouter: softmax over the "
+                            "top-k logits)"},
+    "granitemoe": {"scoring": "softmax", "renormalize": True,
+                   "source": "transformers/models/granitemoe/modeling_granitemoe.py (GraniteMoeTopKGating: "
+                             "softmax over the top-k logits)"},
+    "granitemoe_swa": {"scoring": "softmax", "renormalize": True,
+                       "source": "transformers/models/granitemoe_swa/modeling_granitemoe_swa.py (softmax over "
+                                 "the top-k logits)"},
+    "granitemoehybrid": {"scoring": "softmax", "renormalize": True,
+                         "source": "transformers/models/granitemoehybrid/modeling_granitemoehybrid.py (softmax "
+                                   "over the top-k logits)"},
+    "granitemoeshared": {"scoring": "softmax", "renormalize": True,
+                         "source": "transformers/models/granitemoeshared/modeling_granitemoeshared.py (softmax "
+                                   "over the top-k logits)"},
+    "jetmoe": {"scoring": "softmax", "renormalize": True,
+               "source": "transformers/models/jetmoe/modeling_jetmoe.py (JetMoeTopKGating: softmax over the "
+                         "top-k logits)"},
+    "hy_v3": {"scoring": "sigmoid", "renormalize": True,
+              "source": "transformers/models/hy_v3/modeling_hy_v3.py (sigmoid, top-k on score + bias, "
+                        "/ (sum + 1e-20), * router_scaling_factor)"},
+    "minimax_m2": {"scoring": "sigmoid", "renormalize": True,
+                   "source": "transformers/models/minimax_m2/modeling_minimax_m2.py (sigmoid, top-k on score + "
+                             "bias, /= sum)"},
+    "minimax_m3_vl_text": {"scoring": "sigmoid", "renormalize": True, "norm_offset": True,
+                           "source": "transformers/models/minimax_m3_vl/modeling_minimax_m3_vl.py (sigmoid, top-k "
+                                     "on score + bias, /= sum; routed output * routed_scaling_factor; "
+                                     "MiniMaxM3VLRMSNorm scales by 1 + weight)"},
+    "qwen3_5_moe_text": {"scoring": "softmax", "renormalize": True, "norm_offset": True,
+                         "source": "transformers/models/qwen3_5_moe/modeling_qwen3_5_moe.py (softmax, top-k, "
+                                   "/= sum; Qwen3_5MoeRMSNorm scales by 1 + weight)"},
+    "phimoe": {"scoring": "sparsemixer",
+               "source": "transformers/models/phimoe/modeling_phimoe.py (sparsemixer: per pick, a softmax over "
+                         "the logits within 2 * router_jitter_noise of the best remaining one)"},
+    "longcat_flash": {"scoring": "softmax", "renormalize": False,
+                      "source": "transformers/models/longcat_flash/modeling_longcat_flash.py (softmax, top-k, "
+                                "* routed_scaling_factor)"},
+    "mistral_large4_text": {"scoring": "softmax", "renormalize": True,
+                            "source": "transformers/models/mistral_large4/modeling_mistral_large4.py (softmax, "
+                                      "group-limited top-k, / (sum + 1e-20))"},
+    "qwen3_vl_moe_text": {"scoring": "softmax", "renormalize": True,
+                          "source": "transformers/models/qwen3_vl_moe/modeling_qwen3_vl_moe.py (softmax, top-k, "
+                                    "/= sum)"},
+    "ernie4_5_vl_moe_text": {"scoring": "softmax", "renormalize": True,
+                             "source": "transformers/models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py (softmax, "
+                                       "top-k on probs + moe_statics bias, / clamp(sum, norm_min))"},
+    "step3p5": {"scoring": "sigmoid", "renormalize": True,
+                "source": "transformers/models/step3p7/modeling_step3p7.py (sigmoid, top-k on score + bias, /= sum; "
+                          "routed output * routed_scaling_factor)"},
+    "step3p7": {"scoring": "sigmoid", "renormalize": True,
+                "source": "transformers/models/step3p7/modeling_step3p7.py (as step3p5)"},
+    "laguna": {"scoring": "sigmoid", "renormalize": True,
+               "source": "transformers/models/laguna/modeling_laguna.py (sigmoid, top-k on score + bias, /= sum; "
+                         "routed output * routed_scaling_factor)"},
 }
 
 

@@ -214,7 +214,8 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
             raise Unsupported(f"{p}.mixer: a q bias without k/v biases")
         out["sliding_window"] = m.sliding_window
         out["mixer"] = "swa" if m.sliding_window else "gqa"
-        qk = {"per_head": "head", "full": "full", "per_head_weights": "per_head_weights", None: False}
+        qk = {"per_head": "head", "full": "full", "per_head_weights": "per_head_weights", "weightless": "weightless",
+              None: False}
         if m.qk_norm not in qk:
             raise Unsupported(f"{p}.mixer.qk_norm {m.qk_norm!r}")
         out["qk_norm"] = qk[m.qk_norm]
@@ -236,6 +237,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["attn_query_scale"] = getattr(m, "query_scale", None)
         no_rope = m.rope is False or m.alibi or card.embed.pos_kind in ("learned", "alibi", "none", "sinusoidal")
         out["rope"] = None if no_rope else _rope(card, out["head_dim"], layer=i)
+        out["attn_chunk_size"] = m.chunk_size
         out["rope_theta"] = None if out["rope"] is None else out["rope"].theta
     elif mk == "mla":
         heads = _need(m.num_heads, f"{p}.mixer.num_heads")
@@ -331,23 +333,34 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
                    mlp_bias=bool(f.bias) or has("ffn.down.bias") or has("ffn.shared.down.bias"))
         if act == "swiglu_oss" and getattr(f, "glu_limit", None) is not None:
             out["glu_limit"] = f.glu_limit
+        if act == "swiglu_oss" and f.glu_alpha not in (None, 1.702):
+            raise Unsupported(f"{p}.ffn.glu_alpha {f.glu_alpha} (archprobe.nn's swiglu_oss uses 1.702)")
     if fk == "dense":
         out["intermediate_size"] = _need(f.width, f"{p}.ffn.width")
     elif fk in ("moe", "latent_moe"):
         r = f.router
-        score = _need(r.scoring, f"{p}.ffn.router.scoring", "softmax or sigmoid")
-        if score not in ("softmax", "sigmoid"):
+        score = _need(r.scoring, f"{p}.ffn.router.scoring", "softmax, sigmoid or sparsemixer")
+        if score not in ("softmax", "sigmoid", "sparsemixer"):
             raise Unsupported(f"{p}.ffn.router.scoring {score!r}")
+        if score == "sparsemixer":    # PhiMoE: weights come from the band softmax, never renormalised
+            out["moe_sparsemixer_eps"] = _need(r.sparsemixer_eps, f"{p}.ffn.router.sparsemixer_eps")
+        if r.weight_on not in (None, "output", "input"):
+            raise Unsupported(f"{p}.ffn.router.weight_on {r.weight_on!r}")
+        out["moe_weight_on"] = r.weight_on or "output"
+        if r.bias_on not in (None, "scores", "logits"):
+            raise Unsupported(f"{p}.ffn.router.bias_on {r.bias_on!r}")
+        out["moe_bias_on_logits"] = r.bias_on == "logits"
         sel = bool(r.selection_bias)
         out.update(num_experts=_need(f.num_experts, f"{p}.ffn.num_experts"),
                    num_experts_per_token=_need(f.top_k, f"{p}.ffn.top_k"),
                    moe_intermediate_size=_need(f.expert_width, f"{p}.ffn.expert_width"),
                    moe_router_activation_func=score, moe_router_bias=sel,
                    router_logit_bias=has("ffn.router.bias") and not sel,
-                   moe_renormalize=_need(r.renormalize, f"{p}.ffn.router.renormalize"),
+                   moe_renormalize=False if score == "sparsemixer" else _need(r.renormalize,
+                                                                               f"{p}.ffn.router.renormalize"),
                    routed_scaling_factor=r.scaling if r.scaling is not None else 1.0,
                    n_group=r.n_group or 1, topk_group=r.topk_group or 1,
-                   group_score=getattr(r, "group_score", None) or "top2_sum",
+                   group_score=r.group_score or "top2_sum",
                    moe_routing_space=r.input or "hidden",
                    expert_bias=has("ffn.experts.gate_up.bias") or has("ffn.experts.down.bias"))
         shared = f.shared   # width: all shared experts together (one MLP of that width)
@@ -355,6 +368,9 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         if shared is not None and (shared.count or shared.width):
             width = _need(shared.width, f"{p}.ffn.shared.width")
         out.update(shared_expert_width=width, shared_expert_gate=has("ffn.shared_gate"))
+        if shared is not None and shared.combine not in (None, "sum", "average"):
+            raise Unsupported(f"{p}.ffn.shared.combine {shared.combine!r}")
+        out["shared_combine"] = (shared.combine if shared is not None else None) or "sum"
         if fk == "latent_moe":
             out.update(routed_expert_hidden_size=_need(f.latent_size, f"{p}.ffn.latent_size"),
                        latent_moe_use_norm=has("ffn.latent_norm"), latent_names=LATENT_NAMES)
@@ -604,8 +620,12 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
             src = "src:T:" + target
             part.names[src] = part.names.pop(target)
             part.derived.append(Derived(target, (src,), lambda t: t.t().contiguous()))
+        elif target.endswith(".gate.e_score_correction_bias") and len(shapes.get(part.names[target], ())) == 2:
+            src = "src:F:" + target   # a selection bias stored [1, E] (ERNIE's moe_statics)
+            part.names[src] = part.names.pop(target)
+            part.derived.append(Derived(target, (src,), lambda t: t.reshape(-1).contiguous()))
     _gdn_sources(part, cfg)
-    for src in [t for t in part.names if t.startswith("src:") and not t.startswith("src:T:")]:
+    for src in [t for t in part.names if t.startswith("src:") and not t.startswith(("src:T:", "src:F:"))]:
         body = src[4:]
         bias = body.endswith(".bias")
         if body.startswith("self_attn.qkv"):
@@ -651,7 +671,7 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
             part.derived.append(Derived(f"{owner}.gate_proj{leaf}", (src,), lambda t, f=halves: f(t, True)))
             part.derived.append(Derived(f"{owner}.up_proj{leaf}", (src,), lambda t, f=halves: f(t, False)))
         elif "stacked_" in body:
-            _stacked(part, src, body, flay)
+            _stacked(part, src, body, flay, cfg.num_experts)
 
 
 def _gdn_sources(part: Part, cfg) -> None:
@@ -678,17 +698,21 @@ def _gdn_sources(part: Part, cfg) -> None:
                                         lambda t, i=i: torch.split(t, sizes, dim=0)[i].contiguous()))
 
 
-def _stacked(part: Part, src: str, body: str, flay: dict) -> None:
-    """A stacked expert bank [E, out, in] (or [E, in, out] when `stacked_transposed`) -> ExpertBank tensors."""
+def _stacked(part: Part, src: str, body: str, flay: dict, num_experts: int = 1) -> None:
+    """A stacked expert bank [E, out, in] (or [E, in, out] when `stacked_transposed`; or flattened
+    [E * F, H], DBRX, the down bank stored [F, H] per expert when `down_transposed`) -> ExpertBank tensors."""
     import torch
 
     owner, _, what = body.partition(".stacked_")
     which, _, leaf = what.partition(".")
     bias = leaf == "bias"
-    transposed = bool(flay.get("stacked_transposed")) and not bias
+    flat = flay.get("experts") == "flattened" and not bias
+    transposed = (bool(flay.get("stacked_transposed")) or (flat and which == "down" and
+                                                            bool(flay.get("down_transposed")))) and not bias
     interleaved = flay.get("gate_up") == "interleaved"
 
     def fix(t):   # weights [E, out, in] after the transpose; biases [E, out]
+        t = t.reshape(num_experts, -1, t.shape[-1]) if flat else t
         t = t.transpose(-1, -2) if transposed else t
         if which == "gate_up" and interleaved:   # even rows gate, odd rows up -> gate rows first
             rows = t.dim() - (1 if bias else 2)

@@ -69,6 +69,7 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
     `card` is a card file (YAML/JSON) whose fields override the derived card."""
     from archprobe.validate.build import Unsupported, blueprint
     from archprobe.validate.load import load
+    from archprobe.validate.norm_gains import check_norm_gains
     from archprobe.validate.stream import stream_forward
 
     if dtype not in DTYPES:
@@ -79,6 +80,8 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
     if not os.path.isdir(source):
         source, fetched = _fetch(source, layers, fetch_progress)
     loaded = load(source, card)
+    with loaded.reader.session() as get:   # zero-centred gains the card would apply as w: refuse, don't guess
+        check_norm_gains(loaded.card, get)
     if prompt is not None:
         from archprobe.validate.prompt import encode
 
