@@ -59,12 +59,12 @@ def test_card_reads_the_chunks_and_the_weightless_qk_norm(llama4_dir):
 
 def test_llama4_reproduces_transformers(llama4_dir, tmp_path):
     fields = {"layers__1__mixer__rope": False, "layers__1__mixer__qk_norm": None, "rope__interleaved": True,
-              "layers__1__mixer__query_temperature": {"scale": 0.5, "floor": 2.0}}
+              "layers__1__mixer__query_scale": {"form": "log_floor", "beta": 0.5, "length": 2.0, "shift": 1}}
     doc = validate(str(llama4_dir), prompt_ids=IDS, reference="transformers", card=_card(llama4_dir, tmp_path,
                                                                                          **fields))
     assert doc["status"] == "pass", (doc["missing_tensors"], doc["reference"])
     # each switch matters on this prompt: without it the same card disagrees with transformers
-    for off in ({"layers__1__mixer__query_temperature": None}, {"layers__0__mixer__chunk_size": None},
+    for off in ({"layers__1__mixer__query_scale": None}, {"layers__0__mixer__chunk_size": None},
                 {"layers__0__mixer__qk_norm": None}):
         doc = validate(str(llama4_dir), prompt_ids=IDS, reference="transformers",
                        card=_card(llama4_dir, tmp_path, **{**fields, **off}))

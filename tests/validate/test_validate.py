@@ -21,9 +21,9 @@ from archprobe.formats.mxfp4 import dequantize_mxfp4_np
 from archprobe.synthetic import tiny_k3_dims, write_k3_checkpoint
 from archprobe.validate import validate
 
-# Nemotron-H runs (its attention's NoPE is derived) and disagrees: the Mamba-2 layers differ from
-# transformers' (the same gap as the zoo's nemotron_h). Strict: this fails loudly once it is fixed.
-CARD_GAPS = {"nemotron_h": "nn+card: Nemotron-H's Mamba-2 layers differ from transformers' (status fail)"}
+# Families that run and disagree with transformers, each with its reason (strict xfail: a fixed one fails
+# loudly until removed). None today: Nemotron-H's NoPE attention and Mamba-2 layers now match.
+CARD_GAPS: dict[str, str] = {}
 
 
 @pytest.mark.needs_transformers
