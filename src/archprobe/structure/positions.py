@@ -31,6 +31,9 @@ from archprobe.structure.config import ConfigView
 ATTENTION = ("gqa", "mha", "mqa", "mla", "lowrank_kv")
 RECURRENT = ("kda", "gated_deltanet", "mamba2", "mamba", "short_conv", "lightning", "rg_lru")
 MAX_FACTOR_LIST = 4096      # longrope factor lists: one per rotated channel pair
+# older names: Phi-3's first releases wrote `su` for LongRoPE; Qwen2-VL's `mrope` rotates each section at
+# the same position for text tokens, which is the default rope (transformers 4.45+ renamed it `default`)
+ROPE_ALIASES = {"su": "longrope", "mrope": "default"}
 
 
 def _set(card: Card, path: str, value, origin: str) -> None:
@@ -69,7 +72,7 @@ def _rope_from(d: dict, where: str) -> tuple[Rope, dict]:
         r.theta, origins["theta"] = float(d["rope_theta"]), f"config:{where}.rope_theta"
     kind = d.get("rope_type") or d.get("type")
     if isinstance(kind, str):
-        r.type, origins["type"] = kind, f"config:{where}"
+        r.type, origins["type"] = ROPE_ALIASES.get(kind, kind), f"config:{where}"
     if _number(d.get("factor")):
         r.factor, origins["factor"] = float(d["factor"]), f"config:{where}.factor"
     om = d.get("original_max_position_embeddings")
