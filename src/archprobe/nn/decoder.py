@@ -26,7 +26,7 @@ from archprobe.nn.mamba2 import Mamba2Mixer
 from archprobe.nn.mla import MultiHeadLatentAttention
 from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
 from archprobe.nn.norm import NORMS, make_norm
-from archprobe.nn.positions import sinusoidal_positions
+from archprobe.nn.positions import SINUSOIDS, sinusoidal_positions
 from archprobe.nn.residual import RESIDUALS, AttnResState, PseudoQuery
 from archprobe.nn.rope import Rope
 from archprobe.nn.short_conv import ShortConv
@@ -204,6 +204,8 @@ class HybridConfig:
             raise ValueError(f"layer_overrides: layers {bad} do not exist (num_hidden_layers is {n})")
         if self.hidden_act not in ACTIVATIONS:
             raise ValueError(f"hidden_act: {self.hidden_act!r} is not one of {ACTIVATIONS}")
+        if self.sinusoidal_positions is not None and self.sinusoidal_positions not in SINUSOIDS:
+            raise ValueError(f"sinusoidal_positions: {self.sinusoidal_positions!r} is not one of {SINUSOIDS}")
 
     def plan(self) -> list[tuple[str, str, str]]:
         return [(m, f, self.residual) for m, f in zip(self.mixer_types, self.ffn_types, strict=True)]
