@@ -140,3 +140,20 @@ def test_llama4_temperature_tuning_on_nope_layers_equals_transformers(tmp_path):
                             "floor_scale": 4, "attn_scale": 0.3})
     assert [layer.mixer.query_scale for layer in card.layers] == [None, spec, None]
     assert card.origins["layers.1.mixer.query_scale"] == "config:attn_temperature_tuning"
+
+
+def test_inverse_rope_equals_nanochats_flipped_rotate_half():
+    """NanoChat's rotate_half returns [x2, -x1]: a rotation by the negative angle, which the card reads
+    from the family table (rope.inverse) and the Rope applies by negating sin."""
+    from transformers.models.nanochat.modeling_nanochat import apply_rotary_pos_emb
+
+    from archprobe.nn.rope import Rope
+
+    q, k = torch.randn(1, 12, 4, 16), torch.randn(1, 12, 2, 16)
+    pos = torch.arange(12)
+    rope = Rope(1e4, 16, inverse=True)
+    cos, sin = Rope(1e4, 16).cos_sin(pos)
+    want_q, want_k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos[None], sin[None])
+    assert_close("same_algorithm", want_q.transpose(1, 2), rope.apply(q, pos), torch.float32)
+    assert_close("same_algorithm", want_k.transpose(1, 2), rope.apply(k, pos), torch.float32)
+    assert not torch.allclose(Rope(1e4, 16).apply(q, pos), want_q.transpose(1, 2), atol=1e-3)

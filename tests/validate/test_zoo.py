@@ -34,8 +34,8 @@ KNOWN_WRONG = {
     "axk1": "wrong logits with the derived card (MLA + sandwich norms); the missing field is not isolated yet",
     "beam": "card+nn: gate_bias [heads] (a per-head bias on the output gate) bound as attention sinks",
     "flint": "nn+card: Flint's per-head softmax_offset is a sink-like logit not bound as mixer.sinks",
-    "nanochat": "card+nn: weightless RMSNorms (pre, embedding, final, q/k after rope) have no tensor, and its "
-                "rope rotates by -theta (rotate_half flipped); neither is described",
+    "nanochat": "card+nn: weightless RMSNorms (pre, embedding, final, q/k after rope) have no tensor; its rope "
+                "by -theta is on the card (rope.inverse)",
     "stablelm_parallel": "card: per-head q/k LayerNorm weights and biases not bound as per_head_weights",
 }
 KNOWN_TWIN_GAPS = {

@@ -5,7 +5,8 @@
 proportional`, with their parameters as config.json spells them; `proportional`, Gemma 4: the whole
 head in halves, the first partial_rotary_factor of its d/2 frequencies at base^(-2i/d), the rest zero)
 and the channel pairing (`interleaved=False`: halves, x[i] with x[i + d/2], Llama/NeoX; `True`:
-neighbours (0,1),(2,3),..., GPT-J, Cohere, GLM and DeepSeek checkpoints). The scaled frequencies
+neighbours (0,1),(2,3),..., GPT-J, Cohere, GLM and DeepSeek checkpoints); `inverse` rotates by the
+negative angle (NanoChat). The scaled frequencies
 follow the formulas of YaRN (arXiv:2309.00071), Llama 3.1's wavelength smoothing, LongRoPE
 (arXiv:2402.13753) and dynamic NTK; the facts were read from transformers' `modeling_rope_utils.py`.
 The attention factor (YaRN, LongRoPE) multiplies cos and sin.
@@ -33,6 +34,7 @@ class Rope:
     params: dict = field(default_factory=dict, hash=False)   # compared: two layers' ropes differ by a factor too
     interleaved: bool = False
     max_positions: int | None = None
+    inverse: bool = False          # rotate by -angle (NanoChat's rotate_half with flipped signs)
 
     def __post_init__(self):
         if self.kind not in ROPE_TYPES:
@@ -112,7 +114,7 @@ class Rope:
         inv, att = self.inv_freq(n)
         freqs = positions.float()[:, None] * inv.to(positions.device)[None, :]
         emb = torch.cat([freqs, freqs], dim=-1)
-        return emb.cos() * att, emb.sin() * att
+        return emb.cos() * att, emb.sin() * (-att if self.inverse else att)
 
     def apply(self, x_BTHD: torch.Tensor, positions: torch.Tensor, seq_len: int | None = None) -> torch.Tensor:
         """Rotate the first `dim` channels of x [B, T, H, D]; the rest pass through."""

@@ -140,6 +140,7 @@ class Rope:
     original_max_position: int | None = None
     partial_rotary_factor: float | None = None
     interleaved: bool | None = None  # True: rotate pairs (0,1),(2,3); False: halves
+    inverse: bool | None = None      # True: rotate by the negative angle (NanoChat)
     scaling: dict | None = None
 
 

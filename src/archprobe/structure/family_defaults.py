@@ -9,7 +9,8 @@ even rows gate, odd rows up), `norm_offset` (RMSNorm applied as 1 + w), `embed_s
 `alibi`, `parallel` (attention and MLP read the same normalised input), `post_norm`, `scoring`
 (router), `sliding_all` (every attention layer uses `sliding_window`); positions (structure/positions.py):
 `rope_theta` (a base the modeling file hard-codes), `rope_interleaved` (pairs (0,1),(2,3) rotate
-together: rotate_half on x[..., 0::2], rotate_every_two, view_as_complex), `rope` False (attention
+together: rotate_half on x[..., 0::2], rotate_every_two, view_as_complex), `rope_inverse` (rotation by
+the negative angle), `rope` False (attention
 without positions), `nope_full_layers` (with sliding layers, the full-attention layers run without rope),
 `qk_norm_after_rope`, `nope_query_scale` (the NoPE layers' query multiplier), `positions` (`vaswani` /
 `tensor2tensor` sinusoidal tables, not stored) with `position_offset`; `norm_eps` and `activation` where
@@ -148,6 +149,8 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                               "apply_rotary_emb: view_as_complex on (even, odd) pairs)"},
     "beam": {"nope_query_scale": {"form": "ssmax", "length": 2048, "power": 0.1},
              "source": "transformers/models/beam/modeling_beam.py (compute_attention_scaling on NoPE layers)"},
+    "nanochat": {"rope_inverse": True,
+                 "source": "transformers/models/nanochat/modeling_nanochat.py (rotate_half returns [x2, -x1])"},
     "jamba": {"rope": False, "scoring": "softmax", "renormalize": False,
               "source": "transformers/models/jamba/modeling_jamba.py (no rotary embedding); "
               "transformers/models/jamba/modeling_jamba.py (softmax, top-k, no renormalisation)"},

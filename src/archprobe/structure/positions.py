@@ -16,7 +16,7 @@ Read in this order, each fact recording its origin:
     config names no rope at all runs its attention without positions (Jamba, Nemotron-H, Kimi Linear:
     the recurrent layers carry the order);
   * the family table (structure/family_defaults.py) for what a modeling file hard-codes: `rope_theta`,
-    `rope_interleaved`, `rope` False, `nope_full_layers`, `qk_norm_after_rope`, `nope_query_scale`,
+    `rope_interleaved`, `rope_inverse`, `rope` False, `nope_full_layers`, `qk_norm_after_rope`, `nope_query_scale`,
     `positions`.
 """
 
@@ -118,6 +118,8 @@ def _model_rope(card: Card, cfg: ConfigView, per_type: dict | None) -> None:
         _set(card, "rope.interleaved", cfg.get("rope_interleave"), "config:rope_interleave")
     elif cfg.default("rope_interleaved") is not None:
         _set(card, "rope.interleaved", bool(cfg.default("rope_interleaved")), "default")
+    if cfg.default("rope_inverse"):
+        _set(card, "rope.inverse", True, "default")
     if card.rope.partial_rotary_factor is None:
         prf, at = cfg.first_float_at("partial_rotary_factor", "rotary_pct")
         _set(card, "rope.partial_rotary_factor", prf, f"config:{at}")

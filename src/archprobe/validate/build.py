@@ -139,7 +139,7 @@ def _rope(card, head_dim: int | None, rope_dim: int | None = None, layer: int | 
     r = card.rope
     if own is not None:   # a layer rope with a type is a whole rope dict (rope_parameters[layer type])
         merged = {name: getattr(own, name) if getattr(own, name) is not None else getattr(r, name)
-                  for name in ("theta", "type", "interleaved")}
+                  for name in ("theta", "type", "interleaved", "inverse")}
         scaled = own if own.type is not None else r
         r = type(r)(factor=scaled.factor, original_max_position=scaled.original_max_position,
                     scaling=scaled.scaling, partial_rotary_factor=scaled.partial_rotary_factor, **merged)
@@ -164,7 +164,8 @@ def _rope(card, head_dim: int | None, rope_dim: int | None = None, layer: int | 
         params["factor"] = r.factor
     if r.original_max_position is not None:
         params["original_max_position_embeddings"] = r.original_max_position
-    rope = Rope(float(theta), dim - dim % 2, kind, params, bool(r.interleaved), card.max_position_embeddings)
+    rope = Rope(float(theta), dim - dim % 2, kind, params, bool(r.interleaved), card.max_position_embeddings,
+                bool(r.inverse))
     try:
         rope.inv_freq(1)
     except ValueError as exc:   # "rope type 'longrope' needs short_factor"
