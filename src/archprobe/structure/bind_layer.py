@@ -219,7 +219,10 @@ NORM_EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_e
 
 
 def norm_eps(cfg) -> float | None:
-    """The norms' eps from its config key, else the family's hard-coded one (OPT's torch default)."""
+    """The norms' eps from its config key, else the family's hard-coded one (OPT's torch default); a family
+    whose modeling file ignores the key (BioGPT's nn.LayerNorm(d) beside layer_norm_eps) has it fixed."""
+    if cfg.default("norm_eps_fixed") is not None:
+        return cfg.default("norm_eps_fixed")
     eps = cfg.first_float(*NORM_EPS_KEYS)
     return eps if eps is not None else cfg.default("norm_eps")
 

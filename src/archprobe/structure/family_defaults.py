@@ -14,7 +14,8 @@ the negative angle), `rope` False (attention
 without positions), `nope_full_layers` (with sliding layers, the full-attention layers run without rope),
 `qk_norm_after_rope`, `nope_query_scale` (the NoPE layers' query multiplier), `positions` (`vaswani` /
 `tensor2tensor` sinusoidal tables, not stored) with `position_offset`; `norm_eps` and `activation` where
-the modeling file hard-codes them; `logits_scaling` (`multiply` where the family multiplies), `post_ln` (each norm
+the modeling file hard-codes them (`norm_eps_fixed`: also over the config key it ignores); `logits_scaling`
+(`multiply` where the family multiplies), `post_ln` (each norm
 after its residual add), `weightless_norm` (`layer` / `rms`: pre-norms and final norm without
 parameters, so without tensors), `attn_scale` (a hard-coded softmax scale), `alibi_scaled` (ALiBi added
 before the softmax scale).
@@ -151,6 +152,8 @@ FAMILY_DEFAULTS: dict[str, dict] = {
              "source": "transformers/models/beam/modeling_beam.py (compute_attention_scaling on NoPE layers)"},
     "nanochat": {"rope_inverse": True,
                  "source": "transformers/models/nanochat/modeling_nanochat.py (rotate_half returns [x2, -x1])"},
+    "biogpt": {"norm_eps_fixed": 1e-5, "source": "transformers/models/biogpt/modeling_biogpt.py (nn.LayerNorm("
+               "embed_dim): torch's eps, layer_norm_eps unused)"},
     "jamba": {"rope": False, "scoring": "softmax", "renormalize": False,
               "source": "transformers/models/jamba/modeling_jamba.py (no rotary embedding); "
               "transformers/models/jamba/modeling_jamba.py (softmax, top-k, no renormalisation)"},
