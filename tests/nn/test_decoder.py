@@ -40,6 +40,8 @@ CONFIGS = {
                                          layer_overrides={1: {"attn_differential": 0.62}}),
     "mla_dsa_indexer": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("mla", "mla"), mla_use_nope=False,
                                             q_lora_rank=24, mla_indexer=True, index_topk=5),
+    "ling3_kda_mla": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("kda", "mla"), kda_decay_rank=0,
+                                          mla_head_gate=True, mla_use_nope=False, q_lora_rank=24),
     "mla_rope_absorbed": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("mla", "mla"), mla_use_nope=False,
                                               q_lora_rank=24, mla_form="absorbed"),
 }

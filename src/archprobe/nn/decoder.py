@@ -71,6 +71,8 @@ class HybridConfig:
     index_n_heads: int = 2
     index_head_dim: int = 16
     index_topk: int = 8
+    mla_head_gate: bool = False          # Ling 3: o *= sigmoid(head_gate_proj x) per head
+    kda_decay_rank: int | None = None    # 0: a full-rank decay projection f_proj (Bailing); None: head_dim
     mla_indexer: bool = False            # DSA on MLA: the indexer reads the q-LoRA latent (DeepSeek-V3.2, GLM-5)
     index_rope_interleaved: bool = False
     # MLA
@@ -273,7 +275,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
         return KimiDeltaAttention(H, cfg.linear_num_heads, cfg.linear_head_dim, conv_kernel=cfg.short_conv_kernel_size,
                                   gate=cfg.kda_gate, gate_lower_bound=cfg.gate_lower_bound,
                                   output_gate="full_rank" if cfg.use_full_rank_gate else "low_rank",
-                                  a_log_len=cfg.a_log_len, norm_eps=cfg.rms_norm_eps, chunk_size=cfg.kda_chunk_size)
+                                  a_log_len=cfg.a_log_len, norm_eps=cfg.rms_norm_eps, chunk_size=cfg.kda_chunk_size,
+                                  decay_rank=cfg.kda_decay_rank)
     if kind == "gated_deltanet":
         return GatedDeltaNet(H, cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
                              cfg.linear_value_head_dim, cfg.short_conv_kernel_size,
@@ -291,7 +294,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                                         rope_theta=None if cfg.mla_use_nope else cfg.rope_theta,
                                         rope_interleaved=cfg.rope_interleave, output_gate=cfg.mla_use_output_gate,
                                         form=cfg.mla_form, softmax_scale=cfg.attn_scale,
-                                        rope=None if cfg.mla_use_nope else cfg.rope, indexer=indexer)
+                                        rope=None if cfg.mla_use_nope else cfg.rope, indexer=indexer,
+                                        head_gate=cfg.mla_head_gate)
     if kind == "mamba2":
         return Mamba2Mixer(H, cfg.mamba_num_heads, cfg.mamba_head_dim, cfg.ssm_state_size, cfg.mamba_n_groups,
                            cfg.mamba_conv_kernel, dt_min=cfg.time_step_min, norm_eps=cfg.rms_norm_eps)

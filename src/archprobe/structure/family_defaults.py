@@ -93,6 +93,9 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "glm_moe_dsa": {"indexer_rope_interleaved": True, "rope_interleaved": True,
                     "source": "transformers/models/glm_moe_dsa/modeling_glm_moe_dsa.py (apply_rotary_pos_emb_"
                               "interleave in the MLA and in GlmMoeDsaIndexer)"},
+    "bailing_hybrid": {"rope_interleaved": True,
+                       "source": "transformers/models/bailing_hybrid/modeling_bailing_hybrid.py (MLA: "
+                                 "apply_rotary_pos_emb_interleave)"},
     "kimi_linear": {"scoring": "sigmoid", "rope": False,
               "source": "transformers/models/kimi_linear/modeling_kimi_linear.py (MLA without rotary); "
               "transformers/models/kimi_linear/modeling_kimi_linear.py"},

@@ -32,10 +32,11 @@ MIXER_PARAMS = {
                   **{f"lambda_{x}": f"lambda_{x}" for x in ("q1", "k1", "q2", "k2")}},
     "mla": {"q": "q_proj", "q_a": "q_a_proj", "q_a_norm": "q_a_layernorm", "q_b": "q_b_proj",
             "kv_a": "kv_a_proj_with_mqa", "kv_a_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "o": "o_proj",
-            "g": "g_proj", **{f"indexer.{n}": f"indexer.{n}" for n in ("wq_b", "wk", "k_norm", "weights_proj")}},
+            "g": "g_proj", "head_gate": "head_gate_proj",
+            **{f"indexer.{n}": f"indexer.{n}" for n in ("wq_b", "wk", "k_norm", "weights_proj")}},
     "kda": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_conv": "q_conv1d", "k_conv": "k_conv1d",
             "v_conv": "v_conv1d", "f_a": "f_a_proj", "f_b": "f_b_proj", "g_a": "g_a_proj", "g_b": "g_b_proj",
-            "g": "g_proj", "b": "b_proj", "A_log": "A_log", "dt_bias": "dt_bias", "o_norm": "o_norm"},
+            "g": "g_proj", "b": "b_proj", "A_log": "A_log", "dt_bias": "dt_bias", "o_norm": "o_norm", "f": "f_proj"},
     "gated_deltanet": {"in_proj_qkvz": "in_proj_qkvz", "in_proj_ba": "in_proj_ba", "conv1d": "conv1d",
                        "A_log": "A_log", "dt_bias": "dt_bias", "norm": "norm", "out_proj": "out_proj",
                        "in_proj_qkv": "in_proj_qkv", "in_proj_z": "in_proj_z", "in_proj_b": "in_proj_b",
@@ -246,7 +247,8 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out.update(num_attention_heads=heads, q_lora_rank=m.q_lora_rank,
                    kv_lora_rank=_need(m.kv_lora_rank, f"{p}.mixer.kv_lora_rank"), qk_nope_head_dim=nope,
                    qk_rope_head_dim=rope_dim, v_head_dim=_need(m.v_head_dim, f"{p}.mixer.v_head_dim"),
-                   mla_use_output_gate=m.output_gate is not None and has("mixer.g"))
+                   mla_use_output_gate=m.output_gate is not None and has("mixer.g"),
+                   mla_head_gate=has("mixer.head_gate"))
         if m.rope is False:
             out.update(mla_use_nope=True, rope=None)
         else:
@@ -270,7 +272,10 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
                    short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
                    kda_gate="bounded" if m.gate_lower_bound is not None else "softplus",
                    gate_lower_bound=m.gate_lower_bound if m.gate_lower_bound is not None else -5.0,
-                   use_full_rank_gate=has("mixer.g"), a_log_len=m.a_log_stored)
+                   use_full_rank_gate=has("mixer.g"), a_log_len=m.a_log_stored,
+                   kda_decay_rank=0 if has("mixer.f") else None)
+        if has("mixer.f") and (has("mixer.f_a") or has("mixer.f_b")):
+            raise Unsupported(f"{p}.mixer: both a full-rank and a low-rank decay projection")
     elif mk == "gated_deltanet":   # num_heads = value heads; conv_dim = 2 Hk dk + Hv dv gives the key heads
         hv = _need(m.num_heads, f"{p}.mixer.num_heads")
         dk = _need(m.head_dim, f"{p}.mixer.head_dim")
