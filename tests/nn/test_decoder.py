@@ -42,6 +42,8 @@ CONFIGS = {
                                             q_lora_rank=24, mla_indexer=True, index_topk=5),
     "ling3_kda_mla": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("kda", "mla"), kda_decay_rank=0,
                                           mla_head_gate=True, mla_use_nope=False, q_lora_rank=24),
+    "minimax_lightning": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("lightning", "gqa"),
+                                              ffn_types=("moe", "moe"), block="norm_residual"),
     "mla_rope_absorbed": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("mla", "mla"), mla_use_nope=False,
                                               q_lora_rank=24, mla_form="absorbed"),
 }

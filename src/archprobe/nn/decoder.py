@@ -21,6 +21,7 @@ from archprobe.nn.dynamic import HeadGate, Indexer
 from archprobe.nn.gated_deltanet import GatedDeltaNet
 from archprobe.nn.kda import KimiDeltaAttention
 from archprobe.nn.kv_compression import LowRankKVAttention
+from archprobe.nn.lightning import LightningAttention
 from archprobe.nn.mamba import MambaMixer
 from archprobe.nn.mamba2 import Mamba2Mixer
 from archprobe.nn.mla import MultiHeadLatentAttention
@@ -32,9 +33,9 @@ from archprobe.nn.rope import Rope
 from archprobe.nn.short_conv import ShortConv
 
 MIXERS = ("kda", "gated_deltanet", "mla", "gqa", "swa", "lowrank_kv", "gqa_headgate", "gqa_indexer", "mamba2",
-          "none", "mamba", "short_conv")
+          "none", "mamba", "short_conv", "lightning")
 FFNS = ("dense", "moe", "latent_moe", "none")
-BLOCKS = ("pre", "post", "sandwich", "parallel", "parallel_shared")
+BLOCKS = ("pre", "post", "sandwich", "parallel", "parallel_shared", "norm_residual")
 
 
 @dataclass
@@ -117,6 +118,7 @@ class HybridConfig:
     mamba_ssm_norm_eps: float = 1e-6
     # LFM2's gated short convolution (kernel: short_conv_kernel_size)
     short_conv_bias: bool = False
+    lightning_norm_eps: float = 1e-6     # lightning attention (heads: num_attention_heads): its output norm's eps
     # FFN / MoE
     intermediate_size: int = 128
     hidden_act: str = "silu"
@@ -303,6 +305,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
         return MambaMixer(H, cfg.mamba_inner, cfg.ssm_state_size, cfg.mamba_dt_rank, cfg.mamba_conv_kernel,
                           proj_bias=cfg.mamba_proj_bias, ssm_norms=cfg.mamba_ssm_norms,
                           ssm_norm_eps=cfg.mamba_ssm_norm_eps)
+    if kind == "lightning":
+        return LightningAttention(H, cfg.num_attention_heads, cfg.head_dim, cfg.lightning_norm_eps)
     if kind == "short_conv":
         return ShortConv(H, cfg.short_conv_kernel_size, cfg.short_conv_bias)
     heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
@@ -355,7 +359,9 @@ class DecoderLayer(nn.Module):
     * `pre`: x + f(norm_pre(x)) (Llama); `post`: x + norm_post(f(x)) (OLMo 2); `sandwich`:
       x + norm_post(f(norm_pre(x))) (Gemma 2/3);
     * `parallel`: x + mixer(n1(x)) + ffn(n2(x)) (GPT-NeoX); `parallel_shared`: one norm feeds both
-      (GPT-J, Phi, Cohere, Falcon).
+      (GPT-J, Phi, Cohere, Falcon);
+    * `norm_residual`: the residual is the normed stream, x = n1(x) + mixer(n1(x)), then
+      x = n2(x) + ffn(n2(x)) (MiniMax-01).
     * the original Transformer's post-LN normalises the residual sum instead: x = n(x + f(x)) (GPT-1,
       OPT with do_layer_norm_before false): placements `post_mixer_sum` / `post_ffn_sum`, any block.
     Norm names: `input_layernorm` (before the mixer), `post_attention_layernorm` (before the FFN, the
@@ -532,6 +538,9 @@ class HybridDecoder(nn.Module):
                 a, c = layer.mixer_out(x, caches[i], use_cache)
                 if layer.parallel:
                     x = x + a + layer.ffn_out(x, pins.get(i))
+                elif layer.block == "norm_residual":     # ffn_out norms its own input: the same n2(x)
+                    x = layer.input_layernorm(x) + a
+                    x = layer.post_attention_layernorm(x) + layer.ffn_out(x, pins.get(i))
                 elif cfg.residual == "gated":
                     x = x + layer.attn_res_gate * a
                     x = x + layer.mlp_res_gate * layer.ffn_out(x, pins.get(i))

@@ -198,6 +198,15 @@ def _set(card: Card, path: str, value, origin: str) -> None:
         card.set(path, value, origin)
 
 
+def _from_norm_kind(cfg: ConfigView, mixer_kind: str) -> str:
+    """MiniMax-01's residual is the normed stream, x = alpha n(x) + beta f(n(x)) with alpha/beta from
+    `{linear_attn,full_attn,mlp}_{alpha,beta}_factor`; `from_norm` when they are all 1, else a kind nothing
+    runs (`from_norm_scaled`) so validate refuses rather than drop them."""
+    site = "linear_attn" if mixer_kind == "lightning" else "full_attn"
+    factors = [cfg.get(f"{s}_{w}_factor", 1) for s in (site, "mlp") for w in ("alpha", "beta")]
+    return "from_norm" if all(f == 1 for f in factors) else "from_norm_scaled"
+
+
 def _hard_coded_positions(card: Card, cfg: ConfigView) -> None:
     """Rope facts no config key states: a family row's rope layout (DeepSeek-V3.2 interleaves without a
     rope_interleave key), and position-free attention when a transformers config has no rope key at all."""
@@ -332,10 +341,12 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             if isinstance(itypes, list) and len(itypes) == len(card.layers) and itypes[i] == "shared":
                 _set(card, f"{p}.mixer.indexer.shared", True, "config:indexer_types")
             _set(card, f"{p}.mixer.indexer.rope_interleaved", cfg.default("indexer_rope_interleaved"), "default")
-        if m.kind == "gated_deltanet":
-            if cfg.get("linear_allow_neg_eigval") is True:      # OLMo-hybrid: beta = 2 sigmoid(b)
-                _set(card, f"{p}.mixer.beta_scale", 2.0, "config:linear_allow_neg_eigval")
+        if m.kind == "gated_deltanet" and cfg.get("linear_allow_neg_eigval") is True:   # OLMo-hybrid: 2 sigmoid(b)
+            _set(card, f"{p}.mixer.beta_scale", 2.0, "config:linear_allow_neg_eigval")
+        if m.kind in ("gated_deltanet", "lightning"):
             _set(card, f"{p}.mixer.norm_eps", cfg.default("linear_norm_eps"), "default")
+        if cfg.default("residual_from_norm"):
+            _set(card, f"{p}.residual.kind", _from_norm_kind(cfg, m.kind), "default")
         if m.kind == "kda" and gate_lb is not None:
             card.origins[f"{p}.mixer.gate_lower_bound"] = "config:gate_lower_bound"
         for name in ("num_heads", "num_kv_heads", "head_dim", "kv_lora_rank", "rope_dim", "cache_width_per_token",

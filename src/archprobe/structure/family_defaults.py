@@ -102,8 +102,10 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "nemotron_h": {"scoring": "sigmoid", "rope": False,
               "source": "transformers/models/nemotron_h/modeling_nemotron_h.py (attention without rotary); "
               "transformers/models/nemotron_h/modeling_nemotron_h.py"},
-    "minimax": {"scoring": "softmax", "renormalize": True,
-                "source": "transformers/models/minimax/modeling_minimax.py (softmax, top-k, /= sum)"},
+    "minimax": {"scoring": "softmax", "renormalize": True, "linear_norm_eps": 1e-6, "residual_from_norm": True,
+                "source": "transformers/models/minimax/modeling_minimax.py (softmax, top-k, /= sum; residual = "
+                          "input_layernorm(h); MiniMaxRMSNorm(heads * head_dim) at its default eps in the lightning "
+                          "attention)"},
     "opt": {"post_norm_key": "do_layer_norm_before", "source": "transformers/models/opt/modeling_opt.py (nn.LayerNorm"
             "'s default eps)", "norm_eps": 1e-5},
     # positions (structure/positions.py), each read from the family's modeling file

@@ -22,8 +22,8 @@ from archprobe.errors import ArchprobeError
 
 ATTENTION_KINDS = ("gqa", "mha", "mqa")
 LAYER_ROLE = re.compile(r"^layers\.(\d+)\.(mixer|ffn|norm|residual)\.(.+)$")
-BARE = ("sinks", "A_log", "D", "dt_bias", "dt_norm", "b_norm", "c_norm", "lambda_q1", "lambda_k1", "lambda_q2",
-        "lambda_k2")   # parameters without a `.weight` leaf
+BARE = ("sinks", "A_log", "D", "dt_bias", "slope_rate", "dt_norm", "b_norm", "c_norm", "lambda_q1", "lambda_k1",
+        "lambda_q2", "lambda_k2")   # parameters without a `.weight` leaf
 
 # role leaf -> archprobe.nn parameter path (under the layer's mixer / FFN module); `.weight` implied
 MIXER_PARAMS = {
@@ -47,6 +47,8 @@ MIXER_PARAMS = {
     "mamba": {"in_proj": "in_proj", "conv1d": "conv1d", "x_proj": "x_proj", "dt_proj": "dt_proj", "A_log": "A_log",
               "D": "D", "out_proj": "out_proj", "dt_norm": "dt_norm", "b_norm": "b_norm", "c_norm": "c_norm"},
     "short_conv": {"in_proj": "in_proj", "conv1d": "conv1d", "out_proj": "out_proj"},
+    "lightning": {"lightning_qkv": "qkv_proj", "o": "out_proj", "g": "output_gate", "norm": "norm",
+                  "slope_rate": "slope_rate"},
 }
 # Gated DeltaNet roles stored apart (q/k/v and their convs) or all in one (`in_proj`): joined or split at load
 GDN_SOURCES = ("q", "k", "v", "q_conv", "k_conv", "v_conv", "in_proj")
@@ -188,7 +190,7 @@ def _yarn_mscale(card) -> float:
 def _mixer_kind(kind: str, path: str) -> str:
     if kind in ATTENTION_KINDS:
         return "gqa"
-    if kind in ("mla", "kda", "gated_deltanet", "mamba2", "none", "lowrank_kv", "mamba", "short_conv"):
+    if kind in ("mla", "kda", "gated_deltanet", "mamba2", "none", "lowrank_kv", "mamba", "short_conv", "lightning"):
         return kind
     if kind == "unknown":
         raise NeedsField(f"{path}.kind", "gqa, mla, kda, gated_deltanet, mamba2 or none")
@@ -311,6 +313,12 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
                    mamba_ssm_norm_eps=eps if eps is not None else 1e-6)
         if has("mixer.in_proj.bias") != has("mixer.out_proj.bias"):
             raise Unsupported(f"{p}.mixer: a bias on only one of in_proj / out_proj")
+    elif mk == "lightning":
+        if m.output_gate != "sigmoid_g_proj" or not has("mixer.norm") or not has("mixer.slope_rate"):
+            raise Unsupported(f"{p}.mixer: lightning attention without its output gate, norm or slope_rate")
+        out.update(num_attention_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
+                   head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
+                   lightning_norm_eps=_need(m.norm_eps, f"{p}.mixer.norm_eps", "eps of the output RMSNorm"))
     elif mk == "short_conv":
         biases = {has(f"mixer.{r}.bias") for r in ("in_proj", "conv1d", "out_proj")}
         if len(biases) > 1:
@@ -403,6 +411,10 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
     if kinds:
         out["norm_style"], out["rms_norm_eps"] = kinds.pop(), eps.pop()
     residual = layer.residual.kind
+    if residual == "from_norm":       # the residual is the normed stream (MiniMax-01)
+        if out["block"] != "pre":
+            raise Unsupported(f"{p}.residual.kind from_norm with a {out['block']} block")
+        out["block"], residual = "norm_residual", "identity"
     if residual not in ("identity", "attnres", "depth_weights"):
         raise Unsupported(f"{p}.residual.kind {residual!r} from a card")
     if residual == "attnres":
@@ -566,6 +578,10 @@ def _layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
     if part == "mixer":
         kind = cfg.mixer_types[i]
         table = MIXER_PARAMS["attention" if kind in ("gqa", "swa") else kind] if kind != "none" else {}
+        if kind == "lightning" and stem == "qkv":
+            stem = "lightning_qkv"          # per head [q | k | v]: the module reads it as stored
+        if kind == "lightning" and stem.startswith("decay."):
+            return f"src:unused.{stem}"     # block-decay tables precomputed from slope_rate; never read
         if stem in ("qkv",):
             return f"src:self_attn.qkv{suffix}"
         if kind == "gated_deltanet" and stem in GDN_SOURCES and not bias:
