@@ -52,6 +52,7 @@ class HybridConfig:
     rms_norm_eps: float = 1e-5
     norm_style: str = "standard"        # "zero_centered": gain (1 + weight), Qwen3-Next
     mixer_types: tuple[str, ...] = ()
+    parallel_mixer_types: tuple[str, ...] = ()   # a second mixer on the same normed input, summed (Falcon-H1)
     ffn_types: tuple[str, ...] = ()
     residual: str = "prenorm"
     attn_res_block_size: int | None = None
@@ -110,6 +111,7 @@ class HybridConfig:
     mamba_n_groups: int = 1
     mamba_conv_kernel: int = 4
     time_step_min: float = 0.0
+    mamba_norm: bool = True              # False: no gated norm before out_proj (Falcon-H1)
     # Mamba-1 (state size: ssm_state_size, conv kernel: mamba_conv_kernel)
     mamba_inner: int = 128
     mamba_dt_rank: int = 4
@@ -189,7 +191,9 @@ class HybridConfig:
         n = self.num_hidden_layers
         self.mixer_types = tuple(self.mixer_types) or ("gqa",) * n
         self.ffn_types = tuple(self.ffn_types) or ("dense",) * n
-        for name, values, allowed in (("mixer_types", self.mixer_types, MIXERS), ("ffn_types", self.ffn_types, FFNS)):
+        self.parallel_mixer_types = tuple(self.parallel_mixer_types) or ("none",) * n
+        for name, values, allowed in (("mixer_types", self.mixer_types, MIXERS), ("ffn_types", self.ffn_types, FFNS),
+                                      ("parallel_mixer_types", self.parallel_mixer_types, MIXERS)):
             if len(values) != n:
                 raise ValueError(f"{name} has {len(values)} entries, num_hidden_layers is {n}")
             bad = [v for v in values if v not in allowed]
@@ -300,7 +304,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                                         head_gate=cfg.mla_head_gate)
     if kind == "mamba2":
         return Mamba2Mixer(H, cfg.mamba_num_heads, cfg.mamba_head_dim, cfg.ssm_state_size, cfg.mamba_n_groups,
-                           cfg.mamba_conv_kernel, dt_min=cfg.time_step_min, norm_eps=cfg.rms_norm_eps)
+                           cfg.mamba_conv_kernel, dt_min=cfg.time_step_min, norm_eps=cfg.rms_norm_eps,
+                           norm=cfg.mamba_norm)
     if kind == "mamba":
         return MambaMixer(H, cfg.mamba_inner, cfg.ssm_state_size, cfg.mamba_dt_rank, cfg.mamba_conv_kernel,
                           proj_bias=cfg.mamba_proj_bias, ssm_norms=cfg.mamba_ssm_norms,
@@ -382,6 +387,7 @@ class DecoderLayer(nn.Module):
             where = (("pre_mixer",) if pre else ()) + (("pre_ffn",) if pre and cfg.block != "parallel_shared" else ())
             where += ("post_mixer", "post_ffn") if post else ()
         self.self_attn = _mixer(cfg, mixer_kind)
+        self.parallel_mixer = _mixer(cfg, cfg.parallel_mixer_types[index])
         if self.self_attn is not None or cfg.block == "parallel_shared":
             if "pre_mixer" in where:
                 self.input_layernorm = make_norm(cfg.norm_style, H, eps)
@@ -434,7 +440,13 @@ class DecoderLayer(nn.Module):
         if self.self_attn is None:
             return torch.zeros_like(x), None
         n = getattr(self, "input_layernorm", None)
-        a, c = self.self_attn(n(x) if n is not None else x, cache=cache, use_cache=use_cache)
+        h = n(x) if n is not None else x
+        if self.parallel_mixer is not None:       # both mixers read h; their outputs add (caches kept as a pair)
+            c1, c2 = cache if cache is not None else (None, None)
+            a, c1 = self.self_attn(h, cache=c1, use_cache=use_cache)
+            b, c2 = self.parallel_mixer(h, cache=c2, use_cache=use_cache)
+            return self._branch(a + b, "post_mixer_norm"), ((c1, c2) if c1 is not None or c2 is not None else None)
+        a, c = self.self_attn(h, cache=cache, use_cache=use_cache)
         return self._branch(a, "post_mixer_norm"), c
 
     def ffn_out(self, x, pin_input: torch.Tensor | None = None):

@@ -198,6 +198,21 @@ def _set(card: Card, path: str, value, origin: str) -> None:
         card.set(path, value, origin)
 
 
+MUP_KEYS = ("attention_in_multiplier", "attention_out_multiplier", "ssm_in_multiplier", "ssm_out_multiplier",
+            "key_multiplier", "lm_head_multiplier", "mlp_multipliers", "ssm_multipliers")
+
+
+def _mup_multipliers(cfg: ConfigView) -> dict:
+    """Falcon-H1's muP multipliers that are not 1 (archprobe.nn runs them all as 1: validate refuses others)."""
+    out = {}
+    for key in MUP_KEYS:
+        v = cfg.get(key)
+        values = v if isinstance(v, list) else [v]
+        if v is not None and any(x != 1 for x in values):
+            out[key] = v
+    return out
+
+
 def _from_norm_kind(cfg: ConfigView, mixer_kind: str) -> str:
     """MiniMax-01's residual is the normed stream, x = alpha n(x) + beta f(n(x)) with alpha/beta from
     `{linear_attn,full_attn,mlp}_{alpha,beta}_factor`; `from_norm` when they are all 1, else a kind nothing
@@ -343,6 +358,12 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             _set(card, f"{p}.mixer.indexer.rope_interleaved", cfg.default("indexer_rope_interleaved"), "default")
         if m.kind == "gated_deltanet" and cfg.get("linear_allow_neg_eigval") is True:   # OLMo-hybrid: 2 sigmoid(b)
             _set(card, f"{p}.mixer.beta_scale", 2.0, "config:linear_allow_neg_eigval")
+        if m.kind == "mamba2":
+            if cfg.get("mamba_norm_before_gate") is True and f"{p}.mixer.norm" in card.tensors:
+                m.layout["norm_before_gate"] = True
+            mup = _mup_multipliers(cfg)
+            if mup:
+                m.layout["mup_multipliers"] = mup
         if m.kind in ("gated_deltanet", "lightning"):
             _set(card, f"{p}.mixer.norm_eps", cfg.default("linear_norm_eps"), "default")
         if cfg.default("residual_from_norm"):

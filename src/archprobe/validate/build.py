@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from archprobe.errors import ArchprobeError
 
 ATTENTION_KINDS = ("gqa", "mha", "mqa")
-LAYER_ROLE = re.compile(r"^layers\.(\d+)\.(mixer|ffn|norm|residual)\.(.+)$")
+LAYER_ROLE = re.compile(r"^layers\.(\d+)\.(mixer|parallel_mixer|ffn|norm|residual)\.(.+)$")
 BARE = ("sinks", "A_log", "D", "dt_bias", "slope_rate", "dt_norm", "b_norm", "c_norm", "lambda_q1", "lambda_k1",
         "lambda_q2", "lambda_k2")   # parameters without a `.weight` leaf
 
@@ -294,6 +294,11 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         if any(has(f"mixer.{r}.bias") for r in GDN_SOURCES + ("in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b")):
             raise Unsupported(f"{p}.mixer: biases on the Gated DeltaNet projections or convs")
     elif mk == "mamba2":
+        odd = sorted(k for k in ("mup_multipliers", "norm_before_gate") if (m.layout or {}).get(k))
+        if odd:
+            raise Unsupported(f"{p}.mixer.layout {odd}: Falcon-H1's muP multipliers other than 1 / a Mamba-2 norm "
+                              "before its gate")
+        out["mamba_norm"] = has("mixer.norm")
         out.update(mamba_num_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
                    mamba_head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
                    ssm_state_size=_need(m.state_size, f"{p}.mixer.state_size"),
@@ -324,6 +329,9 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         if len(biases) > 1:
             raise Unsupported(f"{p}.mixer: biases on some of in_proj / conv1d / out_proj only")
         out.update(short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"), short_conv_bias=biases.pop())
+    pm = layer.parallel_mixer
+    if pm is not None and pm.kind != "none":     # a second mixer on the same input (Falcon-H1): its own fields
+        out["parallel_mixer"] = _parallel_fields(card, i, roles, out)
     # FFN
     fk = f.kind
     if fk == "unknown":
@@ -428,6 +436,29 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
     return out
 
 
+def _parallel_fields(card, i: int, roles: set[str], out: dict) -> str:
+    """Layer i's parallel mixer read as if it were the layer's mixer: its kind, and its fields merged into
+    `out` (the two mixers' fields are disjoint, e.g. attention heads beside Mamba-2 heads)."""
+    import copy
+
+    p = f"layers.{i}"
+    layer = copy.copy(card.layers[i])
+    layer.mixer, layer.parallel_mixer = card.layers[i].parallel_mixer, None
+    view = copy.copy(card)
+    view.layers = list(card.layers)
+    view.layers[i] = layer
+    alt = {r.replace(f"{p}.parallel_mixer.", f"{p}.mixer.") for r in roles if not r.startswith(f"{p}.mixer.")}
+    got = _layer_fields(view, i, alt)
+    kind = got.pop("mixer")
+    if kind == "none":
+        return kind
+    for k, v in got.items():
+        if k in out and out[k] != v:
+            raise Unsupported(f"{p}.parallel_mixer: {k} differs between the layer's two mixers")
+        out[k] = v
+    return kind
+
+
 def config_fields(card, n_run: int | None = None) -> dict:
     """The HybridConfig keyword arguments `card` describes; raises NeedsField / Unsupported. Layers from
     `n_run` on never run (validate --layers) and are planned as empty."""
@@ -441,6 +472,7 @@ def config_fields(card, n_run: int | None = None) -> dict:
     per = [_layer_fields(card, i, _expanded_roles(roles, i)) for i in range(n_run)]
     per += [{"mixer": "none", "ffn": "none"} for _ in range(n - n_run)]
     mixers = tuple(f.pop("mixer") for f in per)
+    parallel = tuple(f.pop("parallel_mixer", "none") for f in per)
     ffns = tuple(f.pop("ffn") for f in per)
     residuals = {f.get("residual", "prenorm") for f in per}
     if len(residuals) > 1:
@@ -466,6 +498,7 @@ def config_fields(card, n_run: int | None = None) -> dict:
     tied = bool(card.tie_word_embeddings or head.tied) and "head" not in roles
     cfg_fields = dict(
         vocab_size=vocab, hidden_size=hidden, num_hidden_layers=n, mixer_types=mixers, ffn_types=ffns,
+        parallel_mixer_types=parallel,
         tie_word_embeddings=tied, final_norm=final_norm, embed_scale=embed.scale or 1.0,
         embed_norm="embed_norm" in roles, head_bias="head.bias" in roles,
         final_softcap=head.soft_cap, logit_scale=getattr(head, "scale", None) or 1.0,
@@ -575,6 +608,13 @@ def _layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
         return NORM_MODULES[stem] + suffix if stem in NORM_MODULES else None
     if part == "residual":
         return None if bias else RESIDUAL_PARAMS.get(stem)
+    if part == "parallel_mixer":
+        kind = cfg.parallel_mixer_types[i]
+        table = MIXER_PARAMS["attention" if kind in ("gqa", "swa") else kind] if kind != "none" else {}
+        if stem not in table or (card.layers[i].parallel_mixer.layout or {}).get("transposed"):
+            return None
+        name = "parallel_mixer." + table[stem]
+        return name if stem in BARE and not bias else name + suffix
     if part == "mixer":
         kind = cfg.mixer_types[i]
         table = MIXER_PARAMS["attention" if kind in ("gqa", "swa") else kind] if kind != "none" else {}
