@@ -29,11 +29,12 @@ from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
 from archprobe.nn.norm import NORMS, make_norm
 from archprobe.nn.positions import sinusoidal_positions
 from archprobe.nn.residual import RESIDUALS, AttnResState, PseudoQuery
+from archprobe.nn.rg_lru import RGLRUBlock
 from archprobe.nn.rope import Rope
 from archprobe.nn.short_conv import ShortConv
 
 MIXERS = ("kda", "gated_deltanet", "mla", "gqa", "swa", "lowrank_kv", "gqa_headgate", "gqa_indexer", "mamba2",
-          "none", "mamba", "short_conv", "lightning")
+          "none", "mamba", "short_conv", "lightning", "rg_lru")
 FFNS = ("dense", "moe", "latent_moe", "none")
 BLOCKS = ("pre", "post", "sandwich", "parallel", "parallel_shared", "norm_residual")
 
@@ -120,6 +121,10 @@ class HybridConfig:
     mamba_ssm_norm_eps: float = 1e-6
     # LFM2's gated short convolution (kernel: short_conv_kernel_size)
     short_conv_bias: bool = False
+    # Griffin's RG-LRU block (RecurrentGemma; conv kernel: short_conv_kernel_size)
+    rg_lru_width: int = 64
+    rg_lru_heads: int = 4
+    rg_lru_activation: str = "gelu_pytorch_tanh"
     lightning_norm_eps: float = 1e-6     # lightning attention (heads: num_attention_heads): its output norm's eps
     # FFN / MoE
     intermediate_size: int = 128
@@ -310,6 +315,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
         return MambaMixer(H, cfg.mamba_inner, cfg.ssm_state_size, cfg.mamba_dt_rank, cfg.mamba_conv_kernel,
                           proj_bias=cfg.mamba_proj_bias, ssm_norms=cfg.mamba_ssm_norms,
                           ssm_norm_eps=cfg.mamba_ssm_norm_eps)
+    if kind == "rg_lru":
+        return RGLRUBlock(H, cfg.rg_lru_width, cfg.rg_lru_heads, cfg.short_conv_kernel_size, cfg.rg_lru_activation)
     if kind == "lightning":
         return LightningAttention(H, cfg.num_attention_heads, cfg.head_dim, cfg.lightning_norm_eps)
     if kind == "short_conv":

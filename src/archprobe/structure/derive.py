@@ -10,6 +10,7 @@ config keys (rope, eps, activation, top-k, scoring, windows, soft-caps) -> the q
 from __future__ import annotations
 
 import math
+import struct
 from collections import Counter
 
 from archprobe.formats.quant import classify, summarize
@@ -222,6 +223,13 @@ def _from_norm_kind(cfg: ConfigView, mixer_kind: str) -> str:
     return "from_norm" if all(f == 1 for f in factors) else "from_norm_scaled"
 
 
+def _bf16(x: float) -> float:
+    """x rounded to bfloat16 (round to nearest even on the top 16 bits of its float32)."""
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
 def _hard_coded_positions(card: Card, cfg: ConfigView) -> None:
     """Rope facts no config key states: a family row's rope layout (DeepSeek-V3.2 interleaves without a
     rope_interleave key), and position-free attention when a transformers config has no rope key at all."""
@@ -287,6 +295,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     _set(card, "head.scale", cfg.first_float("logit_scale"), "config:logit_scale")   # Cohere: logits * scale
     if cfg.default("embed_scale") == "sqrt_hidden" and card.hidden_size:
         _set(card, "embed.scale", math.sqrt(card.hidden_size), "default")
+    if cfg.default("embed_scale") == "sqrt_hidden_bf16" and card.hidden_size:   # RecurrentGemma's bf16 buffer
+        _set(card, "embed.scale", _bf16(math.sqrt(card.hidden_size)), "default")
     mult, where = cfg.first_float_at("embedding_multiplier", "scale_emb")
     _set(card, "embed.scale", mult, f"config:{where}")
     _scales(card, cfg)

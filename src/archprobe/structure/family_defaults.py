@@ -96,6 +96,9 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "bailing_hybrid": {"rope_interleaved": True,
                        "source": "transformers/models/bailing_hybrid/modeling_bailing_hybrid.py (MLA: "
                                  "apply_rotary_pos_emb_interleave)"},
+    "recurrent_gemma": {"norm_offset": True, "embed_scale": "sqrt_hidden_bf16", "sliding_all": True,
+                        "source": "transformers/models/recurrent_gemma/modeling_recurrent_gemma.py "
+                                  "(RMSNorm 1 + weight, normalizer = sqrt(H) as a bfloat16 buffer, local attention)"},
     "kimi_linear": {"scoring": "sigmoid", "rope": False,
               "source": "transformers/models/kimi_linear/modeling_kimi_linear.py (MLA without rotary); "
               "transformers/models/kimi_linear/modeling_kimi_linear.py"},

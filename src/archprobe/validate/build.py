@@ -22,8 +22,8 @@ from archprobe.errors import ArchprobeError
 
 ATTENTION_KINDS = ("gqa", "mha", "mqa")
 LAYER_ROLE = re.compile(r"^layers\.(\d+)\.(mixer|parallel_mixer|ffn|norm|residual)\.(.+)$")
-BARE = ("sinks", "A_log", "D", "dt_bias", "slope_rate", "dt_norm", "b_norm", "c_norm", "lambda_q1", "lambda_k1",
-        "lambda_q2", "lambda_k2")   # parameters without a `.weight` leaf
+BARE = ("sinks", "A_log", "D", "dt_bias", "slope_rate", "a_param", "dt_norm", "b_norm", "c_norm", "lambda_q1",
+        "lambda_k1", "lambda_q2", "lambda_k2")   # parameters without a `.weight` leaf
 
 # role leaf -> archprobe.nn parameter path (under the layer's mixer / FFN module); `.weight` implied
 MIXER_PARAMS = {
@@ -47,6 +47,8 @@ MIXER_PARAMS = {
     "mamba": {"in_proj": "in_proj", "conv1d": "conv1d", "x_proj": "x_proj", "dt_proj": "dt_proj", "A_log": "A_log",
               "D": "D", "out_proj": "out_proj", "dt_norm": "dt_norm", "b_norm": "b_norm", "c_norm": "c_norm"},
     "short_conv": {"in_proj": "in_proj", "conv1d": "conv1d", "out_proj": "out_proj"},
+    "rg_lru": {"x": "x", "y": "y", "o": "o", "conv1d": "conv1d", "input_gate": "input_gate",
+               "recurrent_gate": "recurrent_gate", "a_param": "a_param"},
     "lightning": {"lightning_qkv": "qkv_proj", "o": "out_proj", "g": "output_gate", "norm": "norm",
                   "slope_rate": "slope_rate"},
 }
@@ -190,7 +192,8 @@ def _yarn_mscale(card) -> float:
 def _mixer_kind(kind: str, path: str) -> str:
     if kind in ATTENTION_KINDS:
         return "gqa"
-    if kind in ("mla", "kda", "gated_deltanet", "mamba2", "none", "lowrank_kv", "mamba", "short_conv", "lightning"):
+    if kind in ("mla", "kda", "gated_deltanet", "mamba2", "none", "lowrank_kv", "mamba", "short_conv", "lightning",
+                "rg_lru"):
         return kind
     if kind == "unknown":
         raise NeedsField(f"{path}.kind", "gqa, mla, kda, gated_deltanet, mamba2 or none")
@@ -318,6 +321,15 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
                    mamba_ssm_norm_eps=eps if eps is not None else 1e-6)
         if has("mixer.in_proj.bias") != has("mixer.out_proj.bias"):
             raise Unsupported(f"{p}.mixer: a bias on only one of in_proj / out_proj")
+    elif mk == "rg_lru":   # the y branch's activation is the model's hidden activation (Griffin: GeLU)
+        need = [f"mixer.{r}" for r in ("x", "y", "o", "conv1d", "input_gate", "recurrent_gate", "a_param")]
+        need += [f"mixer.{r}.bias" for r in ("x", "y", "o", "conv1d", "input_gate", "recurrent_gate")]
+        if not all(has(r) for r in need):
+            raise Unsupported(f"{p}.mixer: an RG-LRU block without {next(r for r in need if not has(r))}")
+        out.update(rg_lru_width=_need(m.conv_dim, f"{p}.mixer.conv_dim"),
+                   rg_lru_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
+                   short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+                   rg_lru_activation=_need(f.activation, f"{p}.ffn.activation", "the model's hidden activation"))
     elif mk == "lightning":
         if m.output_gate != "sigmoid_g_proj" or not has("mixer.norm") or not has("mixer.slope_rate"):
             raise Unsupported(f"{p}.mixer: lightning attention without its output gate, norm or slope_rate")
