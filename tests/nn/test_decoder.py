@@ -45,6 +45,7 @@ CONFIGS = {
     "falcon_h1_parallel": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("mamba2", "mamba2"),
                                                parallel_mixer_types=("gqa", "gqa"), num_key_value_heads=2,
                                                mamba_norm=False),
+    "head_gated": lambda: HybridConfig(num_hidden_layers=2, num_key_value_heads=2, attn_head_gate=True),
     "griffin": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("rg_lru", "swa"), sliding_window=4,
                                     num_key_value_heads=1),
     "minimax_lightning": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("lightning", "gqa"),

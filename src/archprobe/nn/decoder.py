@@ -173,6 +173,7 @@ class HybridConfig:
     attn_sub_norm: bool = False        # BitNet: a norm on the heads' output before o_proj
     ffn_sub_norm: bool = False         # BitNet: a norm on the FFN's inner width before down_proj
     attn_sinks: bool = False
+    attn_head_gate: bool = False         # o *= sigmoid(head_gate_proj x) per head (LFM3)
     attn_differential: float | None = None   # differential attention: this layer's lambda_init (DiffLlama)
     alibi: bool = False
     alibi_scaled: bool = False         # Falcon: ALiBi added before the softmax scale (scaled with the scores)
@@ -337,7 +338,7 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          qk_norm_after_rope=cfg.qk_norm_after_rope, differential=cfg.attn_differential,
                          query_scale=cfg.attn_query_scale, clip_qkv=cfg.clip_qkv,
                          sub_norm=cfg.attn_sub_norm, alibi_scaled=cfg.alibi_scaled,
-                         chunk=cfg.attn_chunk_size)
+                         chunk=cfg.attn_chunk_size, head_sigmoid_gate=cfg.attn_head_gate)
     return None
 
 

@@ -28,7 +28,8 @@ BARE = ("sinks", "A_log", "D", "dt_bias", "slope_rate", "a_param", "dt_norm", "b
 # role leaf -> archprobe.nn parameter path (under the layer's mixer / FFN module); `.weight` implied
 MIXER_PARAMS = {
     "attention": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_norm": "q_norm",
-                  "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj", "sub_norm": "sub_norm",
+                  "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj", "head_gate": "head_gate_proj",
+                  "sub_norm": "sub_norm",
                   **{f"lambda_{x}": f"lambda_{x}" for x in ("q1", "k1", "q2", "k2")}},
     "mla": {"q": "q_proj", "q_a": "q_a_proj", "q_a_norm": "q_a_layernorm", "q_b": "q_b_proj",
             "kv_a": "kv_a_proj_with_mqa", "kv_a_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "o": "o_proj",
@@ -229,6 +230,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["clip_qkv"] = getattr(m, "clip_qkv", None)
         out["attn_sub_norm"] = has("mixer.sub_norm")
         out["attn_sinks"] = bool(m.sinks) or has("mixer.sinks")
+        out["attn_head_gate"] = has("mixer.head_gate")
         if (m.layout or {}).get("differential"):   # lambda_init per layer depth (arXiv:2410.05258, DiffLlama)
             out["attn_differential"] = 0.8 - 0.6 * math.exp(-0.3 * i)
         out["alibi"] = bool(m.alibi)
