@@ -48,3 +48,13 @@ def test_a_multiplier_archprobe_does_not_run_is_refused(zoo, tmp_path, name, con
     card = _user_card(folder, tmp_path / "card.json", **{"layers.{i}.ffn.router.renormalize": True})
     doc = validate(folder, prompt_ids=list(PROMPT_IDS), reference="none", card=card)
     assert doc["status"] == "unsupported" and words in doc["reasons"][0], doc["reasons"]
+
+
+def test_a_per_head_gate_of_an_unknown_family_needs_its_activation(zoo, tmp_path):
+    """LFM3 gates each head with a sigmoid, Laguna with a softplus: the shapes are the same, so without the
+    family's row validate names the field instead of guessing."""
+    from archprobe.validate.build import NeedsField
+
+    folder = _copy_with(zoo, tmp_path, "lfm3", model_type="lfm3_renamed", hidden_act="silu")
+    with pytest.raises(NeedsField, match="head_gate_act"):
+        validate(folder, prompt_ids=list(PROMPT_IDS), reference="none")

@@ -74,7 +74,7 @@ class HybridConfig:
     index_n_heads: int = 2
     index_head_dim: int = 16
     index_topk: int = 8
-    mla_head_gate: bool = False          # Ling 3: o *= sigmoid(head_gate_proj x) per head
+    mla_head_gate: str | None = None     # Ling 3: o *= sigmoid(head_gate_proj x) per head
     kda_decay_rank: int | None = None    # 0: a full-rank decay projection f_proj (Bailing); None: head_dim
     mla_indexer: bool = False            # DSA on MLA: the indexer reads the q-LoRA latent (DeepSeek-V3.2, GLM-5)
     index_rope_interleaved: bool = False
@@ -173,7 +173,7 @@ class HybridConfig:
     attn_sub_norm: bool = False        # BitNet: a norm on the heads' output before o_proj
     ffn_sub_norm: bool = False         # BitNet: a norm on the FFN's inner width before down_proj
     attn_sinks: bool = False
-    attn_head_gate: bool = False         # o *= sigmoid(head_gate_proj x) per head (LFM3)
+    attn_head_gate: str | None = None    # o *= act(head_gate_proj x) per head: sigmoid (LFM3) / softplus (Laguna)
     attn_differential: float | None = None   # differential attention: this layer's lambda_init (DiffLlama)
     alibi: bool = False
     alibi_scaled: bool = False         # Falcon: ALiBi added before the softmax scale (scaled with the scores)
@@ -307,7 +307,7 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                                         rope_interleaved=cfg.rope_interleave, output_gate=cfg.mla_use_output_gate,
                                         form=cfg.mla_form, softmax_scale=cfg.attn_scale,
                                         rope=None if cfg.mla_use_nope else cfg.rope, indexer=indexer,
-                                        head_gate=cfg.mla_head_gate)
+                                        head_gate_act=cfg.mla_head_gate)
     if kind == "mamba2":
         return Mamba2Mixer(H, cfg.mamba_num_heads, cfg.mamba_head_dim, cfg.ssm_state_size, cfg.mamba_n_groups,
                            cfg.mamba_conv_kernel, dt_min=cfg.time_step_min, norm_eps=cfg.rms_norm_eps,
@@ -338,7 +338,7 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          qk_norm_after_rope=cfg.qk_norm_after_rope, differential=cfg.attn_differential,
                          query_scale=cfg.attn_query_scale, clip_qkv=cfg.clip_qkv,
                          sub_norm=cfg.attn_sub_norm, alibi_scaled=cfg.alibi_scaled,
-                         chunk=cfg.attn_chunk_size, head_sigmoid_gate=cfg.attn_head_gate)
+                         chunk=cfg.attn_chunk_size, head_gate_act=cfg.attn_head_gate)
     return None
 
 

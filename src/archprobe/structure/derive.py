@@ -374,6 +374,9 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             mup = _mup_multipliers(cfg)
             if mup:
                 m.layout["mup_multipliers"] = mup
+        if m.layout.get("head_gate") and cfg.default("head_gate_act"):     # a per-head output gate's activation
+            m.layout["head_gate_act"] = cfg.default("head_gate_act")
+            card.origins[f"{p}.mixer.layout.head_gate_act"] = "default"
         if m.kind in ("gated_deltanet", "lightning"):
             _set(card, f"{p}.mixer.norm_eps", cfg.default("linear_norm_eps"), "default")
         if cfg.default("residual_from_norm"):

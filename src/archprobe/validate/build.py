@@ -190,6 +190,15 @@ def _yarn_mscale(card) -> float:
     return (0.1 * m_all * math.log(factor) + 1.0) ** 2
 
 
+def _head_gate(m, p: str) -> str:
+    """A per-head output gate's activation: sigmoid or softplus, from the family (no config key says it)."""
+    act = _need((m.layout or {}).get("head_gate_act"), f"{p}.mixer.layout.head_gate_act",
+                "sigmoid or softplus: the per-head output gate's activation")
+    if act not in ("sigmoid", "softplus"):
+        raise Unsupported(f"{p}.mixer.layout.head_gate_act {act!r}")
+    return act
+
+
 def _mixer_kind(kind: str, path: str) -> str:
     if kind in ATTENTION_KINDS:
         return "gqa"
@@ -230,7 +239,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["clip_qkv"] = getattr(m, "clip_qkv", None)
         out["attn_sub_norm"] = has("mixer.sub_norm")
         out["attn_sinks"] = bool(m.sinks) or has("mixer.sinks")
-        out["attn_head_gate"] = has("mixer.head_gate")
+        out["attn_head_gate"] = _head_gate(m, p) if has("mixer.head_gate") else None
         if (m.layout or {}).get("differential"):   # lambda_init per layer depth (arXiv:2410.05258, DiffLlama)
             out["attn_differential"] = 0.8 - 0.6 * math.exp(-0.3 * i)
         out["alibi"] = bool(m.alibi)
@@ -255,7 +264,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
                    kv_lora_rank=_need(m.kv_lora_rank, f"{p}.mixer.kv_lora_rank"), qk_nope_head_dim=nope,
                    qk_rope_head_dim=rope_dim, v_head_dim=_need(m.v_head_dim, f"{p}.mixer.v_head_dim"),
                    mla_use_output_gate=m.output_gate is not None and has("mixer.g"),
-                   mla_head_gate=has("mixer.head_gate"))
+                   mla_head_gate=_head_gate(m, p) if has("mixer.head_gate") else None)
         if m.rope is False:
             out.update(mla_use_nope=True, rope=None)
         else:
