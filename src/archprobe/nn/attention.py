@@ -29,6 +29,8 @@ from archprobe.nn.dynamic import HeadGate, Indexer
 from archprobe.nn.norm import make_norm, rms_normalise
 from archprobe.nn.rope import Rope
 
+HEAD_GATE_ACTS = {"sigmoid": torch.sigmoid, "softplus": torch.nn.functional.softplus}
+
 
 def alibi_slopes(heads: int, max_bias: float = 8.0) -> torch.Tensor:
     """Per-head ALiBi slopes: the geometric sequence 2^(-max_bias k / n) for the nearest power of two
@@ -85,7 +87,7 @@ class Attention(nn.Module):
                  softcap: float | None = None, sinks: bool = False, alibi: bool = False,
                  qk_norm_after_rope: bool = False, differential: float | None = None,
                  query_scale: dict | None = None, clip_qkv: float | None = None, sub_norm: bool = False,
-                 alibi_scaled: bool = False, chunk: int | None = None):
+                 alibi_scaled: bool = False, chunk: int | None = None, head_gate_act: str | None = None):
         """`gate_in_q`: Qwen3-Next's gated attention, q_proj emits [q | gate] per head (no g_proj).
         `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
         (one norm of head_dim shared by heads), `full` (one over the whole q / k projection),
@@ -136,6 +138,9 @@ class Attention(nn.Module):
             self.g_proj = nn.Linear(hidden, heads * head_dim, bias=False)
         if sinks:
             self.sinks = nn.Parameter(torch.zeros(heads))
+        if head_gate_act is not None:   # one gate per head on its output: sigmoid (LFM3) or softplus (Laguna)
+            self.head_gate_proj = nn.Linear(hidden, heads, bias=False)
+            self.head_gate_act = HEAD_GATE_ACTS[head_gate_act]
         self.differential, self.norm_eps = differential, norm_eps
         if differential is not None:
             if heads % 2 or kv_heads % 2 or output_gate or gate_in_q or head_gate is not None:
@@ -223,6 +228,8 @@ class Attention(nn.Module):
             o = o * torch.sigmoid(q_gate.float())
         if hasattr(self, "g_proj"):
             o = o * torch.sigmoid(self.g_proj(x).float()).unflatten(-1, (self.heads, self.head_dim))
+        if hasattr(self, "head_gate_proj"):
+            o = o * self.head_gate_act(self.head_gate_proj(x).float()).unsqueeze(-1)
         new_cache = None
         if use_cache or cache is not None:
             keep = slice(-self.window, None) if self.window else slice(None)

@@ -21,6 +21,7 @@ from archprobe.nn.dynamic import HeadGate, Indexer
 from archprobe.nn.gated_deltanet import GatedDeltaNet
 from archprobe.nn.kda import KimiDeltaAttention
 from archprobe.nn.kv_compression import LowRankKVAttention
+from archprobe.nn.lightning import LightningAttention
 from archprobe.nn.mamba import MambaMixer
 from archprobe.nn.mamba2 import Mamba2Mixer
 from archprobe.nn.mla import MultiHeadLatentAttention
@@ -28,13 +29,14 @@ from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
 from archprobe.nn.norm import NORMS, make_norm
 from archprobe.nn.positions import SINUSOIDS, sinusoidal_positions
 from archprobe.nn.residual import RESIDUALS, AttnResState, PseudoQuery
+from archprobe.nn.rg_lru import RGLRUBlock
 from archprobe.nn.rope import Rope
 from archprobe.nn.short_conv import ShortConv
 
 MIXERS = ("kda", "gated_deltanet", "mla", "gqa", "swa", "lowrank_kv", "gqa_headgate", "gqa_indexer", "mamba2",
-          "none", "mamba", "short_conv")
+          "none", "mamba", "short_conv", "lightning", "rg_lru")
 FFNS = ("dense", "moe", "latent_moe", "none")
-BLOCKS = ("pre", "post", "sandwich", "parallel", "parallel_shared")
+BLOCKS = ("pre", "post", "sandwich", "parallel", "parallel_shared", "norm_residual")
 
 
 @dataclass
@@ -51,6 +53,7 @@ class HybridConfig:
     rms_norm_eps: float = 1e-5
     norm_style: str = "standard"        # "zero_centered": gain (1 + weight), Qwen3-Next
     mixer_types: tuple[str, ...] = ()
+    parallel_mixer_types: tuple[str, ...] = ()   # a second mixer on the same normed input, summed (Falcon-H1)
     ffn_types: tuple[str, ...] = ()
     residual: str = "prenorm"
     attn_res_block_size: int | None = None
@@ -71,6 +74,8 @@ class HybridConfig:
     index_n_heads: int = 2
     index_head_dim: int = 16
     index_topk: int = 8
+    mla_head_gate: str | None = None     # Ling 3: o *= sigmoid(head_gate_proj x) per head
+    kda_decay_rank: int | None = None    # 0: a full-rank decay projection f_proj (Bailing); None: head_dim
     mla_indexer: bool = False            # DSA on MLA: the indexer reads the q-LoRA latent (DeepSeek-V3.2, GLM-5)
     index_rope_interleaved: bool = False
     # MLA
@@ -107,6 +112,7 @@ class HybridConfig:
     mamba_n_groups: int = 1
     mamba_conv_kernel: int = 4
     time_step_min: float = 0.0
+    mamba_norm: bool = True              # False: no gated norm before out_proj (Falcon-H1)
     # Mamba-1 (state size: ssm_state_size, conv kernel: mamba_conv_kernel)
     mamba_inner: int = 128
     mamba_dt_rank: int = 4
@@ -115,6 +121,11 @@ class HybridConfig:
     mamba_ssm_norm_eps: float = 1e-6
     # LFM2's gated short convolution (kernel: short_conv_kernel_size)
     short_conv_bias: bool = False
+    # Griffin's RG-LRU block (RecurrentGemma; conv kernel: short_conv_kernel_size)
+    rg_lru_width: int = 64
+    rg_lru_heads: int = 4
+    rg_lru_activation: str = "gelu_pytorch_tanh"
+    lightning_norm_eps: float = 1e-6     # lightning attention (heads: num_attention_heads): its output norm's eps
     # FFN / MoE
     intermediate_size: int = 128
     hidden_act: str = "silu"
@@ -162,6 +173,7 @@ class HybridConfig:
     attn_sub_norm: bool = False        # BitNet: a norm on the heads' output before o_proj
     ffn_sub_norm: bool = False         # BitNet: a norm on the FFN's inner width before down_proj
     attn_sinks: bool = False
+    attn_head_gate: str | None = None    # o *= act(head_gate_proj x) per head: sigmoid (LFM3) / softplus (Laguna)
     attn_differential: float | None = None   # differential attention: this layer's lambda_init (DiffLlama)
     alibi: bool = False
     alibi_scaled: bool = False         # Falcon: ALiBi added before the softmax scale (scaled with the scores)
@@ -185,7 +197,9 @@ class HybridConfig:
         n = self.num_hidden_layers
         self.mixer_types = tuple(self.mixer_types) or ("gqa",) * n
         self.ffn_types = tuple(self.ffn_types) or ("dense",) * n
-        for name, values, allowed in (("mixer_types", self.mixer_types, MIXERS), ("ffn_types", self.ffn_types, FFNS)):
+        self.parallel_mixer_types = tuple(self.parallel_mixer_types) or ("none",) * n
+        for name, values, allowed in (("mixer_types", self.mixer_types, MIXERS), ("ffn_types", self.ffn_types, FFNS),
+                                      ("parallel_mixer_types", self.parallel_mixer_types, MIXERS)):
             if len(values) != n:
                 raise ValueError(f"{name} has {len(values)} entries, num_hidden_layers is {n}")
             bad = [v for v in values if v not in allowed]
@@ -275,7 +289,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
         return KimiDeltaAttention(H, cfg.linear_num_heads, cfg.linear_head_dim, conv_kernel=cfg.short_conv_kernel_size,
                                   gate=cfg.kda_gate, gate_lower_bound=cfg.gate_lower_bound,
                                   output_gate="full_rank" if cfg.use_full_rank_gate else "low_rank",
-                                  a_log_len=cfg.a_log_len, norm_eps=cfg.rms_norm_eps, chunk_size=cfg.kda_chunk_size)
+                                  a_log_len=cfg.a_log_len, norm_eps=cfg.rms_norm_eps, chunk_size=cfg.kda_chunk_size,
+                                  decay_rank=cfg.kda_decay_rank)
     if kind == "gated_deltanet":
         return GatedDeltaNet(H, cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
                              cfg.linear_value_head_dim, cfg.short_conv_kernel_size,
@@ -293,14 +308,20 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                                         rope_theta=None if cfg.mla_use_nope else cfg.rope_theta,
                                         rope_interleaved=cfg.rope_interleave, output_gate=cfg.mla_use_output_gate,
                                         form=cfg.mla_form, softmax_scale=cfg.attn_scale,
-                                        rope=None if cfg.mla_use_nope else cfg.rope, indexer=indexer)
+                                        rope=None if cfg.mla_use_nope else cfg.rope, indexer=indexer,
+                                        head_gate_act=cfg.mla_head_gate)
     if kind == "mamba2":
         return Mamba2Mixer(H, cfg.mamba_num_heads, cfg.mamba_head_dim, cfg.ssm_state_size, cfg.mamba_n_groups,
-                           cfg.mamba_conv_kernel, dt_min=cfg.time_step_min, norm_eps=cfg.rms_norm_eps)
+                           cfg.mamba_conv_kernel, dt_min=cfg.time_step_min, norm_eps=cfg.rms_norm_eps,
+                           norm=cfg.mamba_norm)
     if kind == "mamba":
         return MambaMixer(H, cfg.mamba_inner, cfg.ssm_state_size, cfg.mamba_dt_rank, cfg.mamba_conv_kernel,
                           proj_bias=cfg.mamba_proj_bias, ssm_norms=cfg.mamba_ssm_norms,
                           ssm_norm_eps=cfg.mamba_ssm_norm_eps)
+    if kind == "rg_lru":
+        return RGLRUBlock(H, cfg.rg_lru_width, cfg.rg_lru_heads, cfg.short_conv_kernel_size, cfg.rg_lru_activation)
+    if kind == "lightning":
+        return LightningAttention(H, cfg.num_attention_heads, cfg.head_dim, cfg.lightning_norm_eps)
     if kind == "short_conv":
         return ShortConv(H, cfg.short_conv_kernel_size, cfg.short_conv_bias)
     heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
@@ -319,7 +340,7 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          qk_norm_after_rope=cfg.qk_norm_after_rope, differential=cfg.attn_differential,
                          query_scale=cfg.attn_query_scale, clip_qkv=cfg.clip_qkv,
                          sub_norm=cfg.attn_sub_norm, alibi_scaled=cfg.alibi_scaled,
-                         chunk=cfg.attn_chunk_size)
+                         chunk=cfg.attn_chunk_size, head_gate_act=cfg.attn_head_gate)
     return None
 
 
@@ -353,7 +374,9 @@ class DecoderLayer(nn.Module):
     * `pre`: x + f(norm_pre(x)) (Llama); `post`: x + norm_post(f(x)) (OLMo 2); `sandwich`:
       x + norm_post(f(norm_pre(x))) (Gemma 2/3);
     * `parallel`: x + mixer(n1(x)) + ffn(n2(x)) (GPT-NeoX); `parallel_shared`: one norm feeds both
-      (GPT-J, Phi, Cohere, Falcon).
+      (GPT-J, Phi, Cohere, Falcon);
+    * `norm_residual`: the residual is the normed stream, x = n1(x) + mixer(n1(x)), then
+      x = n2(x) + ffn(n2(x)) (MiniMax-01).
     * the original Transformer's post-LN normalises the residual sum instead: x = n(x + f(x)) (GPT-1,
       OPT with do_layer_norm_before false): placements `post_mixer_sum` / `post_ffn_sum`, any block.
     Norm names: `input_layernorm` (before the mixer), `post_attention_layernorm` (before the FFN, the
@@ -374,6 +397,7 @@ class DecoderLayer(nn.Module):
             where = (("pre_mixer",) if pre else ()) + (("pre_ffn",) if pre and cfg.block != "parallel_shared" else ())
             where += ("post_mixer", "post_ffn") if post else ()
         self.self_attn = _mixer(cfg, mixer_kind)
+        self.parallel_mixer = _mixer(cfg, cfg.parallel_mixer_types[index])
         if self.self_attn is not None or cfg.block == "parallel_shared":
             if "pre_mixer" in where:
                 self.input_layernorm = make_norm(cfg.norm_style, H, eps)
@@ -426,7 +450,13 @@ class DecoderLayer(nn.Module):
         if self.self_attn is None:
             return torch.zeros_like(x), None
         n = getattr(self, "input_layernorm", None)
-        a, c = self.self_attn(n(x) if n is not None else x, cache=cache, use_cache=use_cache)
+        h = n(x) if n is not None else x
+        if self.parallel_mixer is not None:       # both mixers read h; their outputs add (caches kept as a pair)
+            c1, c2 = cache if cache is not None else (None, None)
+            a, c1 = self.self_attn(h, cache=c1, use_cache=use_cache)
+            b, c2 = self.parallel_mixer(h, cache=c2, use_cache=use_cache)
+            return self._branch(a + b, "post_mixer_norm"), ((c1, c2) if c1 is not None or c2 is not None else None)
+        a, c = self.self_attn(h, cache=cache, use_cache=use_cache)
         return self._branch(a, "post_mixer_norm"), c
 
     def ffn_out(self, x, pin_input: torch.Tensor | None = None):
@@ -530,6 +560,9 @@ class HybridDecoder(nn.Module):
                 a, c = layer.mixer_out(x, caches[i], use_cache)
                 if layer.parallel:
                     x = x + a + layer.ffn_out(x, pins.get(i))
+                elif layer.block == "norm_residual":     # ffn_out norms its own input: the same n2(x)
+                    x = layer.input_layernorm(x) + a
+                    x = layer.post_attention_layernorm(x) + layer.ffn_out(x, pins.get(i))
                 elif cfg.residual == "gated":
                     x = x + layer.attn_res_gate * a
                     x = x + layer.mlp_res_gate * layer.ffn_out(x, pins.get(i))

@@ -6,6 +6,7 @@ Kimi Linear, arXiv 2510.26692; spec/kimi-k3.md section 2.1(a). Per layer:
   g       = -5 * sigmoid(exp(A_log) * (f_b(f_a x) + dt_bias))    (K3, bounded "safe gate"), or
             -exp(A_log) * softplus(f_b(f_a x) + dt_bias)          (Kimi Linear, unbounded)
   o       = kda(q, k, v, g, beta);  o = o_norm(o, g_proj x) (or g_b_proj(g_a_proj x));  o_proj(o)
+`decay_rank=0` is a full-rank decay projection `f_proj` [D, H] in place of f_b(f_a x) (Bailing / Ling 3).
 `A_log` is one scalar per head. K3 stores it zero-padded to 128 entries and Kimi Linear as
 [1, 1, heads, 1]; both load into `A_log_stored` shape and only the first `heads` entries are read.
 The cache keeps the last (kernel - 1) pre-conv projections and the [heads, K, V] float32 state.
@@ -52,7 +53,7 @@ class KimiDeltaAttention(nn.Module):
         if output_gate not in ("full_rank", "low_rank"):
             raise ValueError(f"output_gate must be 'full_rank' or 'low_rank', not {output_gate!r}")
         D = heads * head_dim
-        rank = decay_rank or head_dim
+        rank = head_dim if decay_rank is None else decay_rank
         self.heads, self.head_dim = heads, head_dim
         self.gate, self.gate_lower_bound, self.output_gate, self.chunk_size = gate, gate_lower_bound, output_gate, \
             chunk_size
@@ -60,8 +61,11 @@ class KimiDeltaAttention(nn.Module):
         self.k_proj = nn.Linear(hidden, D, bias=False)
         self.v_proj = nn.Linear(hidden, D, bias=False)
         self.q_conv1d, self.k_conv1d, self.v_conv1d = (DepthwiseConv(D, conv_kernel) for _ in range(3))
-        self.f_a_proj = nn.Linear(hidden, rank, bias=False)
-        self.f_b_proj = nn.Linear(rank, D, bias=False)
+        if rank:
+            self.f_a_proj = nn.Linear(hidden, rank, bias=False)
+            self.f_b_proj = nn.Linear(rank, D, bias=False)
+        else:
+            self.f_proj = nn.Linear(hidden, D, bias=False)
         self.dt_bias = nn.Parameter(torch.zeros(D))
         self.A_log = nn.Parameter(torch.zeros(a_log_len or heads))
         self.b_proj = nn.Linear(hidden, heads, bias=False)
@@ -75,7 +79,8 @@ class KimiDeltaAttention(nn.Module):
 
     def decay(self, x: torch.Tensor) -> torch.Tensor:
         """Per-channel log-decay g [B, T, H, K] (<= 0)."""
-        f = self.f_b_proj(self.f_a_proj(x)).float() + self.dt_bias.float()
+        f = (self.f_b_proj(self.f_a_proj(x)) if hasattr(self, "f_a_proj") else self.f_proj(x)).float()
+        f = f + self.dt_bias.float()
         f = f.unflatten(-1, (self.heads, self.head_dim))
         a = self.A_log.float().reshape(-1)[: self.heads].exp()[:, None]
         if self.gate == "bounded":

@@ -6,6 +6,7 @@ Mamba-2, arXiv 2405.21060. Per token, with heads h (head dim P), groups g (state
   S_h = exp(dt_h A_h) S_h + dt_h x_h B_g^T          # state [P, N], float32
   y_h = S_h C_g + D_h x_h
   out = out_proj(GroupRMSNorm(y * SiLU(z)))         # gate before the norm (norm_before_gate=False)
+  (`norm=False`: out = out_proj(y * SiLU(z)), Falcon-H1's mamba_rms_norm false)
 The recurrence runs on archprobe.ops.ssd: chunked for a prefill, token by token for one decoded token.
 """
 
@@ -45,7 +46,7 @@ class GroupGatedRMSNorm(nn.Module):
 
 class Mamba2Mixer(nn.Module):
     def __init__(self, hidden: int, heads: int, head_dim: int, state_size: int, groups: int = 1, conv_kernel: int = 4,
-                 conv_bias: bool = True, dt_min: float = 0.0, norm_eps: float = 1e-5):
+                 conv_bias: bool = True, dt_min: float = 0.0, norm_eps: float = 1e-5, norm: bool = True):
         super().__init__()
         self.heads, self.head_dim, self.state = heads, head_dim, state_size
         self.groups = groups
@@ -57,7 +58,7 @@ class Mamba2Mixer(nn.Module):
         self.dt_bias = nn.Parameter(torch.ones(heads))
         self.A_log = nn.Parameter(torch.log(torch.arange(1, heads + 1, dtype=torch.float32)))
         self.D = nn.Parameter(torch.ones(heads))
-        self.norm = GroupGatedRMSNorm(self.d_inner, groups, norm_eps)
+        self.norm = GroupGatedRMSNorm(self.d_inner, groups, norm_eps) if norm else None
         self.out_proj = nn.Linear(self.d_inner, hidden, bias=False)
 
     def forward(self, x: torch.Tensor, cache: Mamba2Cache | None = None, use_cache: bool = False):
@@ -76,6 +77,6 @@ class Mamba2Mixer(nn.Module):
         run = ssd_recurrent if (T == 1 and state is not None) else ssd_chunked
         y, S = run(xs, dt, A, Bm, Cm, initial_state=state, output_final_state=True)
         y = (y + self.D.float()[:, None] * xs).flatten(-2).to(x.dtype)
-        out = self.out_proj(self.norm(y, z))
+        out = self.out_proj(self.norm(y, z) if self.norm is not None else (y.float() * F.silu(z.float())).to(y.dtype))
         new_cache = Mamba2Cache(conv_cache, S) if (use_cache or cache is not None) else None
         return out, new_cache

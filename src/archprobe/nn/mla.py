@@ -4,7 +4,8 @@ spec/kimi-k3.md section 2.1(b). q = q_b_proj(q_a_layernorm(q_a_proj x)) (or q_pr
 [c_kv | k_rope] = kv_a_proj_with_mqa x; c_kv = kv_a_layernorm(c_kv); [k_nope | v] = kv_b_proj c_kv.
 Scores over [q_nope | q_rope] . [k_nope | k_rope] / sqrt(N + R). `rope_theta=None` is NoPE (K3 and
 Kimi Linear keep the R "rope" dims but never rotate them). `output_gate=True` is K3's Gated MLA:
-o *= sigmoid(g_proj x) before o_proj. The cache stores only c_kv and k_rope: r + R values per
+o *= sigmoid(g_proj x) before o_proj; `head_gate_act="sigmoid"` is Ling 3's one gate per head
+(`head_gate_proj` [heads, H]). The cache stores only c_kv and k_rope: r + R values per
 token, shared by all heads. `form` picks the naive or the absorbed algorithm (ops/mla.py); both give the same result.
 The two latent norms use eps 1e-6 as the official code does. An `indexer` (archprobe.nn.dynamic.Indexer
 reading the q-LoRA latent: DeepSeek-V3.2's DSA) limits each query to its top-k keys; its keys are cached.
@@ -25,7 +26,7 @@ class MultiHeadLatentAttention(nn.Module):
     def __init__(self, hidden: int, heads: int, *, kv_lora_rank: int, q_lora_rank: int | None, nope_dim: int,
                  rope_dim: int, v_dim: int, rope_theta: float | None = None, rope_interleaved: bool = False,
                  output_gate: bool = False, latent_eps: float = 1e-6, form: str = "naive", softmax_scale=None,
-                 rope: Rope | None = None, indexer=None):
+                 rope: Rope | None = None, indexer=None, head_gate_act: str | None = None):
         """`rope` (scaled frequencies, e.g. DeepSeek-V3's YaRN) replaces `rope_theta`/`rope_interleaved`."""
         super().__init__()
         if rope is None and rope_theta is not None:
@@ -48,6 +49,11 @@ class MultiHeadLatentAttention(nn.Module):
             self.g_proj = nn.Linear(hidden, heads * v_dim, bias=False)
         self.o_proj = nn.Linear(heads * v_dim, hidden, bias=False)
         self.indexer = indexer
+        if head_gate_act is not None:
+            from archprobe.nn.attention import HEAD_GATE_ACTS
+
+            self.head_gate_proj = nn.Linear(hidden, heads, bias=False)
+            self.head_gate_act = HEAD_GATE_ACTS[head_gate_act]
 
     def forward(self, x: torch.Tensor, cache: MLACache | None = None, use_cache: bool = False):
         B, T, _ = x.shape
@@ -77,5 +83,7 @@ class MultiHeadLatentAttention(nn.Module):
         o = attend(q_nope, q_rope, ckv, krope, self.kv_b_proj.weight, mask, self.scale).to(x.dtype)
         if hasattr(self, "g_proj"):
             o = o * torch.sigmoid(self.g_proj(x).float()).unflatten(-1, (self.heads, self.vdim)).to(x.dtype)
+        if hasattr(self, "head_gate_proj"):
+            o = o * self.head_gate_act(self.head_gate_proj(x).float()).to(x.dtype).unsqueeze(-1)
         new_cache = MLACache(ckv, krope, ikeys) if (use_cache or cache is not None) else None
         return self.o_proj(o.flatten(-2)), new_cache

@@ -303,6 +303,12 @@ def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
         if place not in picked:
             picked[place] = amb
             rest.remove(amb)
+    for place, sign in (("post_mixer", 1), ("post_ffn", -1)):    # post_<mixer word>_norm, post_<ffn word>_norm (LFM3)
+        side = lambda m: len(words(m.path) & MIXER_SIDE) - len(words(m.path) & (FFN_SIDE - {"post"}))  # noqa: E731
+        hit = next((m for m in rest if "post" in words(m.path) and side(m) * sign > 0), None)
+        if place not in picked and hit is not None:
+            picked[place] = hit
+            rest.remove(hit)
     for place in order:
         if place not in picked and rest:
             picked[place] = rest.pop(0)

@@ -288,6 +288,8 @@ def _kda(pool, convs, vecs, mats, writer, H, cfg) -> Bound:
     m.num_heads, m.head_dim, m.conv_kernel, m.conv_dim = heads, hd, convs[0].shape[-1], 3 * D
     m.output_gate = "full_rank" if gate is not None else ("low_rank" if g_pair is not None else None)
     m.gate_lower_bound = cfg.first_float("gate_lower_bound")
+    if m.gate_lower_bound is None and cfg.get("kda_safe_gate") is True:     # Bailing: kda_lower_bound * sigmoid
+        m.gate_lower_bound = cfg.first_float("kda_lower_bound")
     if a_log is not None:
         m.a_log_stored = a_log.weight.info.numel
     m.evidence = [ev(convs[0], f"three depthwise convs [{D}, 1, K] (q, k, v)")]

@@ -10,6 +10,7 @@ config keys (rope, eps, activation, top-k, scoring, windows, soft-caps) -> the q
 from __future__ import annotations
 
 import math
+import struct
 from collections import Counter
 
 from archprobe.formats.quant import classify, summarize
@@ -198,6 +199,37 @@ def _set(card: Card, path: str, value, origin: str) -> None:
         card.set(path, value, origin)
 
 
+MUP_KEYS = ("attention_in_multiplier", "attention_out_multiplier", "ssm_in_multiplier", "ssm_out_multiplier",
+            "key_multiplier", "lm_head_multiplier", "mlp_multipliers", "ssm_multipliers")
+
+
+def _mup_multipliers(cfg: ConfigView) -> dict:
+    """Falcon-H1's muP multipliers that are not 1 (archprobe.nn runs them all as 1: validate refuses others)."""
+    out = {}
+    for key in MUP_KEYS:
+        v = cfg.get(key)
+        values = v if isinstance(v, list) else [v]
+        if v is not None and any(x != 1 for x in values):
+            out[key] = v
+    return out
+
+
+def _from_norm_kind(cfg: ConfigView, mixer_kind: str) -> str:
+    """MiniMax-01's residual is the normed stream, x = alpha n(x) + beta f(n(x)) with alpha/beta from
+    `{linear_attn,full_attn,mlp}_{alpha,beta}_factor`; `from_norm` when they are all 1, else a kind nothing
+    runs (`from_norm_scaled`) so validate refuses rather than drop them."""
+    site = "linear_attn" if mixer_kind == "lightning" else "full_attn"
+    factors = [cfg.get(f"{s}_{w}_factor", 1) for s in (site, "mlp") for w in ("alpha", "beta")]
+    return "from_norm" if all(f == 1 for f in factors) else "from_norm_scaled"
+
+
+def _bf16(x: float) -> float:
+    """x rounded to bfloat16 (round to nearest even on the top 16 bits of its float32)."""
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
 def _hard_coded_positions(card: Card, cfg: ConfigView) -> None:
     """Rope facts no config key states: a family row's rope layout (DeepSeek-V3.2 interleaves without a
     rope_interleave key), and position-free attention when a transformers config has no rope key at all."""
@@ -263,6 +295,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     _set(card, "head.scale", cfg.first_float("logit_scale"), "config:logit_scale")   # Cohere: logits * scale
     if cfg.default("embed_scale") == "sqrt_hidden" and card.hidden_size:
         _set(card, "embed.scale", math.sqrt(card.hidden_size), "default")
+    if cfg.default("embed_scale") == "sqrt_hidden_bf16" and card.hidden_size:   # RecurrentGemma's bf16 buffer
+        _set(card, "embed.scale", _bf16(math.sqrt(card.hidden_size)), "default")
     mult, where = cfg.first_float_at("embedding_multiplier", "scale_emb")
     _set(card, "embed.scale", mult, f"config:{where}")
     _scales(card, cfg)
@@ -332,10 +366,21 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             if isinstance(itypes, list) and len(itypes) == len(card.layers) and itypes[i] == "shared":
                 _set(card, f"{p}.mixer.indexer.shared", True, "config:indexer_types")
             _set(card, f"{p}.mixer.indexer.rope_interleaved", cfg.default("indexer_rope_interleaved"), "default")
-        if m.kind == "gated_deltanet":
-            if cfg.get("linear_allow_neg_eigval") is True:      # OLMo-hybrid: beta = 2 sigmoid(b)
-                _set(card, f"{p}.mixer.beta_scale", 2.0, "config:linear_allow_neg_eigval")
+        if m.kind == "gated_deltanet" and cfg.get("linear_allow_neg_eigval") is True:   # OLMo-hybrid: 2 sigmoid(b)
+            _set(card, f"{p}.mixer.beta_scale", 2.0, "config:linear_allow_neg_eigval")
+        if m.kind == "mamba2":
+            if cfg.get("mamba_norm_before_gate") is True and f"{p}.mixer.norm" in card.tensors:
+                m.layout["norm_before_gate"] = True
+            mup = _mup_multipliers(cfg)
+            if mup:
+                m.layout["mup_multipliers"] = mup
+        if m.layout.get("head_gate") and cfg.default("head_gate_act"):     # a per-head output gate's activation
+            m.layout["head_gate_act"] = cfg.default("head_gate_act")
+            card.origins[f"{p}.mixer.layout.head_gate_act"] = "default"
+        if m.kind in ("gated_deltanet", "lightning"):
             _set(card, f"{p}.mixer.norm_eps", cfg.default("linear_norm_eps"), "default")
+        if cfg.default("residual_from_norm"):
+            _set(card, f"{p}.residual.kind", _from_norm_kind(cfg, m.kind), "default")
         if m.kind == "kda" and gate_lb is not None:
             card.origins[f"{p}.mixer.gate_lower_bound"] = "config:gate_lower_bound"
         for name in ("num_heads", "num_kv_heads", "head_dim", "kv_lora_rank", "rope_dim", "cache_width_per_token",

@@ -84,7 +84,8 @@ FAMILY_DEFAULTS: dict[str, dict] = {
               "source": "transformers/models/lfm2_moe/modeling_lfm2_moe.py (F.silu); "
               "transformers/models/lfm2_moe/modeling_lfm2_moe.py (Lfm2MoeTopKRouter: router_logits.sigmoid(), "
               "with or without the expert bias)"},
-    "lfm3": {"activation": "silu", "source": "transformers/models/lfm3/modeling_lfm3.py (F.silu)"},
+    "lfm3": {"head_gate_act": "sigmoid", "activation": "silu",
+             "source": "transformers/models/lfm3/modeling_lfm3.py (F.silu; sigmoid(g_proj) per head)"},
     "olmo_hybrid": {"linear_norm_eps": 1e-5, "source": "transformers/models/olmo_hybrid/modeling_olmo_hybrid.py "
                                                       "(o_norm = OlmoHybridRMSNormGated(head_v_dim, eps=1e-5))"},
     "qwen3_5_text": {"norm_offset": True, "source": "transformers/models/qwen3_5/modeling_qwen3_5.py (Qwen3_5RMSNorm "
@@ -95,14 +96,22 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "glm_moe_dsa": {"indexer_rope_interleaved": True, "rope_interleaved": True,
                     "source": "transformers/models/glm_moe_dsa/modeling_glm_moe_dsa.py (apply_rotary_pos_emb_"
                               "interleave in the MLA and in GlmMoeDsaIndexer)"},
+    "bailing_hybrid": {"head_gate_act": "sigmoid", "rope_interleaved": True,
+                       "source": "transformers/models/bailing_hybrid/modeling_bailing_hybrid.py (MLA: "
+                                 "apply_rotary_pos_emb_interleave; sigmoid(g_proj) per head)"},
+    "recurrent_gemma": {"norm_offset": True, "embed_scale": "sqrt_hidden_bf16", "sliding_all": True,
+                        "source": "transformers/models/recurrent_gemma/modeling_recurrent_gemma.py "
+                                  "(RMSNorm 1 + weight, normalizer = sqrt(H) as a bfloat16 buffer, local attention)"},
     "kimi_linear": {"scoring": "sigmoid", "rope": False,
               "source": "transformers/models/kimi_linear/modeling_kimi_linear.py (MLA without rotary); "
               "transformers/models/kimi_linear/modeling_kimi_linear.py"},
     "nemotron_h": {"scoring": "sigmoid", "rope": False,
               "source": "transformers/models/nemotron_h/modeling_nemotron_h.py (attention without rotary); "
               "transformers/models/nemotron_h/modeling_nemotron_h.py"},
-    "minimax": {"scoring": "softmax", "renormalize": True,
-                "source": "transformers/models/minimax/modeling_minimax.py (softmax, top-k, /= sum)"},
+    "minimax": {"scoring": "softmax", "renormalize": True, "linear_norm_eps": 1e-6, "residual_from_norm": True,
+                "source": "transformers/models/minimax/modeling_minimax.py (softmax, top-k, /= sum; residual = "
+                          "input_layernorm(h); MiniMaxRMSNorm(heads * head_dim) at its default eps in the lightning "
+                          "attention)"},
     "opt": {"post_norm_key": "do_layer_norm_before", "source": "transformers/models/opt/modeling_opt.py (nn.LayerNorm"
             "'s default eps)", "norm_eps": 1e-5},
     # positions (structure/positions.py), each read from the family's modeling file
@@ -225,9 +234,9 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                           "routed output * routed_scaling_factor)"},
     "step3p7": {"scoring": "sigmoid", "renormalize": True,
                 "source": "transformers/models/step3p7/modeling_step3p7.py (as step3p5)"},
-    "laguna": {"scoring": "sigmoid", "renormalize": True,
+    "laguna": {"head_gate_act": "softplus", "scoring": "sigmoid", "renormalize": True,
                "source": "transformers/models/laguna/modeling_laguna.py (sigmoid, top-k on score + bias, /= sum; "
-                         "routed output * routed_scaling_factor)"},
+                         "routed output * routed_scaling_factor; LagunaAttention: softplus(g_proj) per head)"},
 }
 
 

@@ -21,21 +21,23 @@ from dataclasses import dataclass, field
 from archprobe.errors import ArchprobeError
 
 ATTENTION_KINDS = ("gqa", "mha", "mqa")
-LAYER_ROLE = re.compile(r"^layers\.(\d+)\.(mixer|ffn|norm|residual)\.(.+)$")
-BARE = ("sinks", "A_log", "D", "dt_bias", "dt_norm", "b_norm", "c_norm", "lambda_q1", "lambda_k1", "lambda_q2",
-        "lambda_k2")   # parameters without a `.weight` leaf
+LAYER_ROLE = re.compile(r"^layers\.(\d+)\.(mixer|parallel_mixer|ffn|norm|residual)\.(.+)$")
+BARE = ("sinks", "A_log", "D", "dt_bias", "slope_rate", "a_param", "dt_norm", "b_norm", "c_norm", "lambda_q1",
+        "lambda_k1", "lambda_q2", "lambda_k2")   # parameters without a `.weight` leaf
 
 # role leaf -> archprobe.nn parameter path (under the layer's mixer / FFN module); `.weight` implied
 MIXER_PARAMS = {
     "attention": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_norm": "q_norm",
-                  "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj", "sub_norm": "sub_norm",
+                  "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj", "head_gate": "head_gate_proj",
+                  "sub_norm": "sub_norm",
                   **{f"lambda_{x}": f"lambda_{x}" for x in ("q1", "k1", "q2", "k2")}},
     "mla": {"q": "q_proj", "q_a": "q_a_proj", "q_a_norm": "q_a_layernorm", "q_b": "q_b_proj",
             "kv_a": "kv_a_proj_with_mqa", "kv_a_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "o": "o_proj",
-            "g": "g_proj", **{f"indexer.{n}": f"indexer.{n}" for n in ("wq_b", "wk", "k_norm", "weights_proj")}},
+            "g": "g_proj", "head_gate": "head_gate_proj",
+            **{f"indexer.{n}": f"indexer.{n}" for n in ("wq_b", "wk", "k_norm", "weights_proj")}},
     "kda": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_conv": "q_conv1d", "k_conv": "k_conv1d",
             "v_conv": "v_conv1d", "f_a": "f_a_proj", "f_b": "f_b_proj", "g_a": "g_a_proj", "g_b": "g_b_proj",
-            "g": "g_proj", "b": "b_proj", "A_log": "A_log", "dt_bias": "dt_bias", "o_norm": "o_norm"},
+            "g": "g_proj", "b": "b_proj", "A_log": "A_log", "dt_bias": "dt_bias", "o_norm": "o_norm", "f": "f_proj"},
     "gated_deltanet": {"in_proj_qkvz": "in_proj_qkvz", "in_proj_ba": "in_proj_ba", "conv1d": "conv1d",
                        "A_log": "A_log", "dt_bias": "dt_bias", "norm": "norm", "out_proj": "out_proj",
                        "in_proj_qkv": "in_proj_qkv", "in_proj_z": "in_proj_z", "in_proj_b": "in_proj_b",
@@ -46,6 +48,10 @@ MIXER_PARAMS = {
     "mamba": {"in_proj": "in_proj", "conv1d": "conv1d", "x_proj": "x_proj", "dt_proj": "dt_proj", "A_log": "A_log",
               "D": "D", "out_proj": "out_proj", "dt_norm": "dt_norm", "b_norm": "b_norm", "c_norm": "c_norm"},
     "short_conv": {"in_proj": "in_proj", "conv1d": "conv1d", "out_proj": "out_proj"},
+    "rg_lru": {"x": "x", "y": "y", "o": "o", "conv1d": "conv1d", "input_gate": "input_gate",
+               "recurrent_gate": "recurrent_gate", "a_param": "a_param"},
+    "lightning": {"lightning_qkv": "qkv_proj", "o": "out_proj", "g": "output_gate", "norm": "norm",
+                  "slope_rate": "slope_rate"},
 }
 # Gated DeltaNet roles stored apart (q/k/v and their convs) or all in one (`in_proj`): joined or split at load
 GDN_SOURCES = ("q", "k", "v", "q_conv", "k_conv", "v_conv", "in_proj")
@@ -185,10 +191,20 @@ def _yarn_mscale(card) -> float:
     return (0.1 * m_all * math.log(factor) + 1.0) ** 2
 
 
+def _head_gate(m, p: str) -> str:
+    """A per-head output gate's activation: sigmoid or softplus, from the family (no config key says it)."""
+    act = _need((m.layout or {}).get("head_gate_act"), f"{p}.mixer.layout.head_gate_act",
+                "sigmoid or softplus: the per-head output gate's activation")
+    if act not in ("sigmoid", "softplus"):
+        raise Unsupported(f"{p}.mixer.layout.head_gate_act {act!r}")
+    return act
+
+
 def _mixer_kind(kind: str, path: str) -> str:
     if kind in ATTENTION_KINDS:
         return "gqa"
-    if kind in ("mla", "kda", "gated_deltanet", "mamba2", "none", "lowrank_kv", "mamba", "short_conv"):
+    if kind in ("mla", "kda", "gated_deltanet", "mamba2", "none", "lowrank_kv", "mamba", "short_conv", "lightning",
+                "rg_lru"):
         return kind
     if kind == "unknown":
         raise NeedsField(f"{path}.kind", "gqa, mla, kda, gated_deltanet, mamba2 or none")
@@ -224,6 +240,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["clip_qkv"] = getattr(m, "clip_qkv", None)
         out["attn_sub_norm"] = has("mixer.sub_norm")
         out["attn_sinks"] = bool(m.sinks) or has("mixer.sinks")
+        out["attn_head_gate"] = _head_gate(m, p) if has("mixer.head_gate") else None
         if (m.layout or {}).get("differential"):   # lambda_init per layer depth (arXiv:2410.05258, DiffLlama)
             out["attn_differential"] = 0.8 - 0.6 * math.exp(-0.3 * i)
         out["alibi"] = bool(m.alibi)
@@ -247,7 +264,8 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out.update(num_attention_heads=heads, q_lora_rank=m.q_lora_rank,
                    kv_lora_rank=_need(m.kv_lora_rank, f"{p}.mixer.kv_lora_rank"), qk_nope_head_dim=nope,
                    qk_rope_head_dim=rope_dim, v_head_dim=_need(m.v_head_dim, f"{p}.mixer.v_head_dim"),
-                   mla_use_output_gate=m.output_gate is not None and has("mixer.g"))
+                   mla_use_output_gate=m.output_gate is not None and has("mixer.g"),
+                   mla_head_gate=_head_gate(m, p) if has("mixer.head_gate") else None)
         if m.rope is False:
             out.update(mla_use_nope=True, rope=None)
         else:
@@ -271,7 +289,10 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
                    short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
                    kda_gate="bounded" if m.gate_lower_bound is not None else "softplus",
                    gate_lower_bound=m.gate_lower_bound if m.gate_lower_bound is not None else -5.0,
-                   use_full_rank_gate=has("mixer.g"), a_log_len=m.a_log_stored)
+                   use_full_rank_gate=has("mixer.g"), a_log_len=m.a_log_stored,
+                   kda_decay_rank=0 if has("mixer.f") else None)
+        if has("mixer.f") and (has("mixer.f_a") or has("mixer.f_b")):
+            raise Unsupported(f"{p}.mixer: both a full-rank and a low-rank decay projection")
     elif mk == "gated_deltanet":   # num_heads = value heads; conv_dim = 2 Hk dk + Hv dv gives the key heads
         hv = _need(m.num_heads, f"{p}.mixer.num_heads")
         dk = _need(m.head_dim, f"{p}.mixer.head_dim")
@@ -288,6 +309,11 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         if any(has(f"mixer.{r}.bias") for r in GDN_SOURCES + ("in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b")):
             raise Unsupported(f"{p}.mixer: biases on the Gated DeltaNet projections or convs")
     elif mk == "mamba2":
+        odd = sorted(k for k in ("mup_multipliers", "norm_before_gate") if (m.layout or {}).get(k))
+        if odd:
+            raise Unsupported(f"{p}.mixer.layout {odd}: Falcon-H1's muP multipliers other than 1 / a Mamba-2 norm "
+                              "before its gate")
+        out["mamba_norm"] = has("mixer.norm")
         out.update(mamba_num_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
                    mamba_head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
                    ssm_state_size=_need(m.state_size, f"{p}.mixer.state_size"),
@@ -307,11 +333,29 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
                    mamba_ssm_norm_eps=eps if eps is not None else 1e-6)
         if has("mixer.in_proj.bias") != has("mixer.out_proj.bias"):
             raise Unsupported(f"{p}.mixer: a bias on only one of in_proj / out_proj")
+    elif mk == "rg_lru":   # the y branch's activation is the model's hidden activation (Griffin: GeLU)
+        need = [f"mixer.{r}" for r in ("x", "y", "o", "conv1d", "input_gate", "recurrent_gate", "a_param")]
+        need += [f"mixer.{r}.bias" for r in ("x", "y", "o", "conv1d", "input_gate", "recurrent_gate")]
+        if not all(has(r) for r in need):
+            raise Unsupported(f"{p}.mixer: an RG-LRU block without {next(r for r in need if not has(r))}")
+        out.update(rg_lru_width=_need(m.conv_dim, f"{p}.mixer.conv_dim"),
+                   rg_lru_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
+                   short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+                   rg_lru_activation=_need(f.activation, f"{p}.ffn.activation", "the model's hidden activation"))
+    elif mk == "lightning":
+        if m.output_gate != "sigmoid_g_proj" or not has("mixer.norm") or not has("mixer.slope_rate"):
+            raise Unsupported(f"{p}.mixer: lightning attention without its output gate, norm or slope_rate")
+        out.update(num_attention_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
+                   head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
+                   lightning_norm_eps=_need(m.norm_eps, f"{p}.mixer.norm_eps", "eps of the output RMSNorm"))
     elif mk == "short_conv":
         biases = {has(f"mixer.{r}.bias") for r in ("in_proj", "conv1d", "out_proj")}
         if len(biases) > 1:
             raise Unsupported(f"{p}.mixer: biases on some of in_proj / conv1d / out_proj only")
         out.update(short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"), short_conv_bias=biases.pop())
+    pm = layer.parallel_mixer
+    if pm is not None and pm.kind != "none":     # a second mixer on the same input (Falcon-H1): its own fields
+        out["parallel_mixer"] = _parallel_fields(card, i, roles, out)
     # FFN
     fk = f.kind
     if fk == "unknown":
@@ -399,6 +443,10 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
     if kinds:
         out["norm_style"], out["rms_norm_eps"] = kinds.pop(), eps.pop()
     residual = layer.residual.kind
+    if residual == "from_norm":       # the residual is the normed stream (MiniMax-01)
+        if out["block"] != "pre":
+            raise Unsupported(f"{p}.residual.kind from_norm with a {out['block']} block")
+        out["block"], residual = "norm_residual", "identity"
     if residual not in ("identity", "attnres", "depth_weights"):
         raise Unsupported(f"{p}.residual.kind {residual!r} from a card")
     if residual == "attnres":
@@ -410,6 +458,29 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
     if mult is not None:
         out["residual_multiplier"] = mult
     return out
+
+
+def _parallel_fields(card, i: int, roles: set[str], out: dict) -> str:
+    """Layer i's parallel mixer read as if it were the layer's mixer: its kind, and its fields merged into
+    `out` (the two mixers' fields are disjoint, e.g. attention heads beside Mamba-2 heads)."""
+    import copy
+
+    p = f"layers.{i}"
+    layer = copy.copy(card.layers[i])
+    layer.mixer, layer.parallel_mixer = card.layers[i].parallel_mixer, None
+    view = copy.copy(card)
+    view.layers = list(card.layers)
+    view.layers[i] = layer
+    alt = {r.replace(f"{p}.parallel_mixer.", f"{p}.mixer.") for r in roles if not r.startswith(f"{p}.mixer.")}
+    got = _layer_fields(view, i, alt)
+    kind = got.pop("mixer")
+    if kind == "none":
+        return kind
+    for k, v in got.items():
+        if k in out and out[k] != v:
+            raise Unsupported(f"{p}.parallel_mixer: {k} differs between the layer's two mixers")
+        out[k] = v
+    return kind
 
 
 def config_fields(card, n_run: int | None = None) -> dict:
@@ -425,6 +496,7 @@ def config_fields(card, n_run: int | None = None) -> dict:
     per = [_layer_fields(card, i, _expanded_roles(roles, i)) for i in range(n_run)]
     per += [{"mixer": "none", "ffn": "none"} for _ in range(n - n_run)]
     mixers = tuple(f.pop("mixer") for f in per)
+    parallel = tuple(f.pop("parallel_mixer", "none") for f in per)
     ffns = tuple(f.pop("ffn") for f in per)
     residuals = {f.get("residual", "prenorm") for f in per}
     if len(residuals) > 1:
@@ -450,6 +522,7 @@ def config_fields(card, n_run: int | None = None) -> dict:
     tied = bool(card.tie_word_embeddings or head.tied) and "head" not in roles
     cfg_fields = dict(
         vocab_size=vocab, hidden_size=hidden, num_hidden_layers=n, mixer_types=mixers, ffn_types=ffns,
+        parallel_mixer_types=parallel,
         tie_word_embeddings=tied, final_norm=final_norm, embed_scale=embed.scale or 1.0,
         embed_norm="embed_norm" in roles, head_bias="head.bias" in roles,
         final_softcap=head.soft_cap, logit_scale=getattr(head, "scale", None) or 1.0,
@@ -559,9 +632,20 @@ def _layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
         return NORM_MODULES[stem] + suffix if stem in NORM_MODULES else None
     if part == "residual":
         return None if bias else RESIDUAL_PARAMS.get(stem)
+    if part == "parallel_mixer":
+        kind = cfg.parallel_mixer_types[i]
+        table = MIXER_PARAMS["attention" if kind in ("gqa", "swa") else kind] if kind != "none" else {}
+        if stem not in table or (card.layers[i].parallel_mixer.layout or {}).get("transposed"):
+            return None
+        name = "parallel_mixer." + table[stem]
+        return name if stem in BARE and not bias else name + suffix
     if part == "mixer":
         kind = cfg.mixer_types[i]
         table = MIXER_PARAMS["attention" if kind in ("gqa", "swa") else kind] if kind != "none" else {}
+        if kind == "lightning" and stem == "qkv":
+            stem = "lightning_qkv"          # per head [q | k | v]: the module reads it as stored
+        if kind == "lightning" and stem.startswith("decay."):
+            return f"src:unused.{stem}"     # block-decay tables precomputed from slope_rate; never read
         if stem in ("qkv",):
             return f"src:self_attn.qkv{suffix}"
         if kind == "gated_deltanet" and stem in GDN_SOURCES and not bias:
