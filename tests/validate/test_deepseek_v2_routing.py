@@ -1,8 +1,7 @@
 """DeepSeek-V2's routing as its config says it, through validate against transformers: `topk_method`
 `greedy` ignores n_group / topk_group (plain top-k of the softmax), `group_limited_greedy` keeps the
 groups with the best single score (card router.group_score `max`); the weights are never renormalised
-whatever `norm_topk_prob` says (the modeling code does not read it). The interleaved rope is another
-branch's derivation; the user card sets it here."""
+whatever `norm_topk_prob` says (the modeling code does not read it)."""
 
 from __future__ import annotations
 
@@ -35,12 +34,8 @@ def _checkpoint(out, **routing):
     return out
 
 
-def _run(folder, tmp_path):
-    card = load(str(folder)).card
-    card.set("rope.interleaved", True)
-    path = tmp_path / "card.json"
-    path.write_text(card.to_json())
-    return card, validate(str(folder), prompt_ids=IDS, reference="transformers", card=str(path))
+def _run(folder):
+    return load(str(folder)).card, validate(str(folder), prompt_ids=IDS, reference="transformers")
 
 
 @pytest.mark.parametrize("routing,groups,group_score", [
@@ -49,7 +44,7 @@ def _run(folder, tmp_path):
 ])
 def test_deepseek_v2_routing_follows_topk_method(tmp_path, routing, groups, group_score):
     folder = _checkpoint(tmp_path / "ckpt", **routing)
-    card, doc = _run(folder, tmp_path)
+    card, doc = _run(folder)
     router = card.layers[1].ffn.router
     assert (router.n_group, router.group_score, router.renormalize, router.scaling) == (groups, group_score, False,
                                                                                           1.5)

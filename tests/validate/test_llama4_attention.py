@@ -1,8 +1,8 @@
-"""Llama 4's attention switches through validate against transformers: chunked attention (a query sees
-only its own `attention_chunk_size` block), the weightless q/k norm of the rope layers (`use_qk_norm`),
-and the temperature tuning of the NoPE layers, made active here by a `floor_scale` of 2 (real models use
-8192, beyond a test prompt). The NoPE layer and the interleaved rope come from another branch's
-derivation; this test sets them in the user card, as a user would."""
+"""Llama 4 through validate against transformers, every field derived from the config: chunked attention
+(a query sees only its own `attention_chunk_size` block), the weightless q/k norm of the rope layers
+(`use_qk_norm`), routing weights on the experts' input, and the NoPE layer's temperature tuning, made
+active here by a `floor_scale` of 2 (real models use 8192, beyond a test prompt). Each switch is then
+turned off in a user card to show it matters on this prompt."""
 
 from __future__ import annotations
 
@@ -54,18 +54,16 @@ def test_card_reads_the_chunks_and_the_weightless_qk_norm(llama4_dir):
     assert card.layers[1].mixer.chunk_size is None            # layer_types[1] is full_attention
     assert card.layers[0].mixer.qk_norm == "weightless"
     assert card.layers[0].ffn.router.weight_on == "input" and card.layers[0].ffn.router.renormalize is False
+    assert card.layers[1].mixer.rope is False and card.layers[1].mixer.qk_norm is None   # NoPE: no qk norm
     assert json.loads(card.to_json())["layers"][0]["mixer"]["chunk_size"] == 3
 
 
 def test_llama4_reproduces_transformers(llama4_dir, tmp_path):
-    fields = {"layers__1__mixer__rope": False, "layers__1__mixer__qk_norm": None, "rope__interleaved": True,
-              "layers__1__mixer__query_scale": {"form": "log_floor", "beta": 0.5, "length": 2.0, "shift": 1}}
-    doc = validate(str(llama4_dir), prompt_ids=IDS, reference="transformers", card=_card(llama4_dir, tmp_path,
-                                                                                         **fields))
+    doc = validate(str(llama4_dir), prompt_ids=IDS, reference="transformers")
     assert doc["status"] == "pass", (doc["missing_tensors"], doc["reference"])
-    # each switch matters on this prompt: without it the same card disagrees with transformers
+    # each switch matters on this prompt: without it the card disagrees with transformers
     for off in ({"layers__1__mixer__query_scale": None}, {"layers__0__mixer__chunk_size": None},
-                {"layers__0__mixer__qk_norm": None}):
-        doc = validate(str(llama4_dir), prompt_ids=IDS, reference="transformers",
-                       card=_card(llama4_dir, tmp_path, **{**fields, **off}))
+                {"layers__0__mixer__qk_norm": None}, {"layers__0__ffn__router__weight_on": "output"}):
+        doc = validate(str(llama4_dir), prompt_ids=IDS, reference="transformers", card=_card(llama4_dir, tmp_path,
+                                                                                             **off))
         assert doc["status"] == "fail", off
