@@ -153,6 +153,8 @@ def _part_extra(part, m: Module, prefix: str, H: int) -> str | None:
         inner = {o_in, part.v_head_dim and part.num_heads and part.v_head_dim * part.num_heads} - {None, 0}
     if isinstance(part, Mixer) and m.shape == (H,) and "bias" in words(m.path) | set(m.leaf.split("_")):
         return f"{prefix}o.bias"      # the output projection's bias kept beside it (GPT-NeoX-Japanese dense_bias)
+    if m.shape == (H,) and any(words(m.path) & names for names in PLACEMENT_WORDS.values()):
+        return None     # a layer norm kept in the part's container (DBRX's norm_attn_norm.norm_1 / norm_2)
     if len(m.shape) == 1 and m.shape[0] in inner:
         return f"{prefix}sub_norm"
     if isinstance(part, Ffn) and m.weight is not None and m.weight.info.numel <= 1:
@@ -228,6 +230,8 @@ def norm_eps(cfg) -> float | None:
 
 
 def _norm_kind(cfg) -> str:
+    if cfg.default("norm_kind"):      # a bias-free LayerNorm the config has no key for (DBRX)
+        return cfg.default("norm_kind")
     if cfg.get("rms_norm_eps") is not None or "rms" in str(cfg.get("norm_type", "")).lower():
         return "rms"
     if any(cfg.get(k) is not None for k in ("layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon",

@@ -543,8 +543,11 @@ def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = N
                            {"k_norm", "k", "key_layernorm", "k_layernorm", "key", "wk", "wk_norm"})[:2]
         if nh and kvh and nh != kvh and qn.shape[0] == (kvh or 0) * (hd or 0) and kn.shape[0] == nh * hd:
             qn, kn = kn, qn
-        roles += [("q_norm", qn), ("k_norm", kn)]
-        mixer.qk_norm = "per_head" if qn.shape[0] == hd else "full"
+        if qn.shape[0] != hd and nh and kvh and hd and (qn.shape[0], kn.shape[0]) != (nh * hd, kvh * hd):
+            norms = []    # two [H] vectors that do not fit q and k (DBRX keeps its layer norms in here)
+        else:
+            roles += [("q_norm", qn), ("k_norm", kn)]
+            mixer.qk_norm = "per_head" if qn.shape[0] == hd else "full"
     if len(norms) < 2 and nh and hd:        # per-head norm weights stored [heads, hd] (Cohere's qk LayerNorm)
         grid = [m for m in pool if len(m.shape) == 2 and m.shape[1] == hd and m.shape[0] in (nh, kvh)
                 and m not in [r[1] for r in roles]]

@@ -24,7 +24,7 @@ by their sum, where the config has no `norm_topk_prob`; top-k over logits then a
 same thing), `norm_topk_prob_ignored` (the config carries the key, the modeling code never reads it),
 `router_bias_on` (`logits`: the selection bias is added to the logits), `router_weight_on` (`input`: the
 routing weight scales the expert's input, Llama 4), `qk_norm_rope_layers` (use_qk_norm's weightless q/k
-norm only on the layers that apply rope, Llama 4).
+norm only on the layers that apply rope, Llama 4); `norm_kind` (`layer`: bias-free norms that are LayerNorms, DBRX).
 """
 
 from __future__ import annotations
@@ -183,6 +183,9 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "vaultgemma": {"norm_offset": True, "embed_scale": "sqrt_hidden",
                    "source": "transformers/models/vaultgemma/modeling_vaultgemma.py (1 + weight, hidden_size**0.5)"},
     # MoE routing hard-coded in the modeling file (no norm_topk_prob in the config class)
+    "dbrx": {"norm_eps": 1e-5, "norm_kind": "layer",
+             "source": "transformers/models/dbrx/modeling_dbrx.py (nn.LayerNorm(d_model, bias=False): a LayerNorm "
+                       "without bias, torch's default eps)"},
     "aria_text": {"scoring": "softmax", "renormalize": True,
                   "source": "transformers/models/aria/modeling_aria.py (AriaTextTopKRouter: softmax over the "
                             "top-k logits)"},

@@ -107,7 +107,8 @@ def _model_rope(card: Card, cfg: ConfigView, per_type: dict | None) -> None:
             _set(card, f"rope.{name}", getattr(r, name), origin)
         card.rope.scaling = r.scaling
     theta, at = cfg.first_float_at("rope_theta", "rotary_emb_base", "rope_base")
-    if theta is not None and (card.rope.theta is None or per_type is None):
+    # a key in a family sub-block (DBRX's attn_config.rope_theta) yields to the rope_parameters transformers reads
+    if theta is not None and (card.rope.theta is None or (per_type is None and "." not in (at or ""))):
         _set(card, "rope.theta", theta, f"config:{at}")
     if card.rope.theta is None and cfg.default("rope_theta") is not None:
         _set(card, "rope.theta", float(cfg.default("rope_theta")), "default")
