@@ -26,7 +26,6 @@ from archprobe.structure.inspect import build_card, document  # noqa: E402
 from tests.support import zoo as Z  # noqa: E402
 
 KNOWN_GAPS = {
-    "jetmoe": "mixture of attention heads (experts inside the attention): no mixer kind",
     "longcat_flash": "two attention and two MLP blocks per layer plus zero experts: one mixer/FFN per layer",
     "zamba2": "the shared transformer block (input 2H, LoRA adapters) beside Mamba-2 layers: unbound",
 }

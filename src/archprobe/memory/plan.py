@@ -96,7 +96,7 @@ def _per_layer(card, T: int, kv_b: float, act_b: float, state_b: float, engine: 
     """(layer index, kind, bytes for one sequence) for every decoder layer, from the card's mixers."""
     pad = {"vllm": 16, "llamacpp": 256}.get(engine or "", 1)
     known = {*KV_KINDS, "mla", "lowrank_kv", "kda", "gated_deltanet", "mamba2", "mamba", "short_conv", "lightning",
-             "rg_lru", "none"}
+             "rg_lru", "none", "moa"}
     odd = [f"{i} ({layer.mixer.kind})" for i, layer in enumerate(card.layers) if layer.mixer.kind not in known]
     if odd:
         raise MemoryPlanError(f"unknown layer type at layer(s) {', '.join(odd[:12])}"
@@ -119,7 +119,7 @@ def _per_layer(card, T: int, kv_b: float, act_b: float, state_b: float, engine: 
 def _mixer_row(i: int, m, T: int, pad: int, kv_b: float, act_b: float, state_b: float):
     """(layer index, kind, bytes for one sequence) of one mixer."""
     kind = m.kind
-    if kind in KV_KINDS:
+    if kind in KV_KINDS or kind == "moa":   # MoA (JetMoE): the experts share one set of keys and values
         window = m.sliding_window
         t = min(T, window) if window else T
         label = "sliding_window" if window else kind

@@ -25,6 +25,7 @@ from archprobe.nn.lightning import LightningAttention
 from archprobe.nn.mamba import MambaMixer
 from archprobe.nn.mamba2 import Mamba2Mixer
 from archprobe.nn.mla import MultiHeadLatentAttention
+from archprobe.nn.moa import MixtureOfAttention
 from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
 from archprobe.nn.norm import NORMS, make_norm
 from archprobe.nn.positions import SINUSOIDS, sinusoidal_positions
@@ -34,7 +35,7 @@ from archprobe.nn.rope import Rope
 from archprobe.nn.short_conv import ShortConv
 
 MIXERS = ("kda", "gated_deltanet", "mla", "gqa", "swa", "lowrank_kv", "gqa_headgate", "gqa_indexer", "mamba2",
-          "none", "mamba", "short_conv", "lightning", "rg_lru")
+          "none", "mamba", "short_conv", "lightning", "rg_lru", "moa")
 FFNS = ("dense", "moe", "latent_moe", "none")
 BLOCKS = ("pre", "post", "sandwich", "parallel", "parallel_shared", "norm_residual")
 
@@ -155,6 +156,11 @@ class HybridConfig:
     moe_sparsemixer_eps: float = 0.01  # router "sparsemixer" (PhiMoE): router_jitter_noise
     shared_combine: str = "sum"        # "average": (routed + shared) / 2 (Cohere2-MoE)
     moe_bias_on_logits: bool = False   # the selection bias is added to the logits, not the scores (Kolibri)
+    moe_out_bias: bool = False         # a bias [H] added to the experts' sum (JetMoE)
+    moa_num_experts: int = 0           # mixer "moa" (JetMoE's mixture of attention experts)
+    moa_top_k: int = 0
+    moa_kv_heads: int = 0
+    moa_head_dim: int = 0
     group_score: str = "top2_sum"      # group-limited routing ranks groups by top-2 sum (V3) or max (V2)
     glu_limit: float = 7.0             # swiglu_oss clamp (gpt-oss swiglu_limit)
     # the families' switches: norms and their placement, biases, attention extras, model-level extras
@@ -296,6 +302,9 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                              cfg.linear_value_head_dim, cfg.short_conv_kernel_size,
                              cfg.gdn_norm_eps if cfg.gdn_norm_eps is not None else cfg.rms_norm_eps,
                              cfg.kda_chunk_size, layout=cfg.gdn_layout, beta_scale=cfg.gdn_beta_scale)
+    if kind == "moa":
+        rope = cfg.rope if cfg.rope is not None else Rope(cfg.rope_theta, cfg.moa_head_dim)
+        return MixtureOfAttention(H, cfg.moa_num_experts, cfg.moa_top_k, cfg.moa_kv_heads, cfg.moa_head_dim, rope)
     if kind == "mla":
         indexer = None
         if cfg.mla_indexer:
@@ -364,7 +373,7 @@ def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
                    router_logit_bias=cfg.router_logit_bias, expert_bias=cfg.expert_bias, group_score=cfg.group_score,
                    glu_limit=cfg.glu_limit, shared_bias=cfg.mlp_bias, weight_on=cfg.moe_weight_on,
                    sparsemixer_eps=cfg.moe_sparsemixer_eps, shared_combine=cfg.shared_combine,
-                   bias_on_logits=cfg.moe_bias_on_logits)
+                   bias_on_logits=cfg.moe_bias_on_logits, out_bias=cfg.moe_out_bias)
     return None
 
 

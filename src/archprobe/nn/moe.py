@@ -130,14 +130,15 @@ class MoE(nn.Module):
                  expert_storage: str = "dense", shared_gate: bool = False, router_logit_bias: bool = False,
                  expert_bias: bool = False, group_score: str = "top2_sum", glu_limit: float = 7.0,
                  shared_bias: bool = False, weight_on: str = "output", sparsemixer_eps: float = 0.01,
-                 shared_combine: str = "sum", bias_on_logits: bool = False):
+                 shared_combine: str = "sum", bias_on_logits: bool = False, out_bias: bool = False):
         """`shared_gate`: Qwen3-Next's single `shared_expert` scaled by sigmoid(`shared_expert_gate` x).
         `group_score`: how group-limited routing ranks groups, `top2_sum` (DeepSeek-V3) or `max`
         (DeepSeek-V2's group_limited_greedy). `router_logit_bias`/`expert_bias`: gpt-oss's biases.
         `weight_on="input"`: the routing weight scales the expert's input, expert(w x) (Llama 4), not its
         output. `score="sparsemixer"` (PhiMoE) uses `sparsemixer_eps` (the config's router_jitter_noise).
         `shared_combine="average"`: (routed + shared) / 2 (Cohere2-MoE), not their sum. `bias_on_logits`:
-        the selection bias is added to the router logits rather than to the scores (Kolibri)."""
+        the selection bias is added to the router logits rather than to the scores (Kolibri). `out_bias`: a
+        bias [H] (`out.bias`) added to the experts' sum (JetMoE)."""
         super().__init__()
         if weight_on not in ("output", "input"):
             raise ValueError(f"weight_on must be 'output' or 'input', not {weight_on!r}")
@@ -145,6 +146,9 @@ class MoE(nn.Module):
             raise ValueError(f"shared_combine must be 'sum' or 'average', not {shared_combine!r}")
         self.weight_on, self.sparsemixer_eps, self.shared_combine = weight_on, sparsemixer_eps, shared_combine
         self.bias_on_logits = bias_on_logits
+        if out_bias:
+            self.out = nn.Module()
+            self.out.bias = nn.Parameter(torch.zeros(hidden))
         if routing_space not in ("hidden", "latent"):
             raise ValueError(f"routing_space must be 'hidden' or 'latent', not {routing_space!r}")
         if routing_space == "latent" and not latent_size:
@@ -237,6 +241,8 @@ class MoE(nn.Module):
             if self.use_latent_norm:
                 y = getattr(self, self.latent_names[2])(y)
             y = getattr(self, self.latent_names[1])(y)
+        if hasattr(self, "out"):
+            y = y + self.out.bias
         if hasattr(self, "shared_experts"):
             y = y + self.shared_experts(xf)
         elif self.shared_gated:

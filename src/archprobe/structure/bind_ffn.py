@@ -200,5 +200,10 @@ def bind_moe(mods: list[Module], H: int) -> Bound | None:
         if sgate is not None:
             roles["shared_gate"] = sgate
             rest.remove(sgate)
+    out_bias = next((m for m in rest if m.shape == (H,) and m.weight_leaf == "bias"), None)
+    if out_bias is not None:      # a bare `bias` [H] added to the experts' sum (JetMoE's MoE)
+        roles["out"] = out_bias
+        rest.remove(out_bias)
+        ffn.evidence.append(ev(out_bias, "output bias added to the routed experts' sum"))
     ffn.confidence = 0.95 if router is not None else 0.6
     return Bound(ffn, roles, rest)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from archprobe.structure.bind_ffn import Bound, bind_dense, bind_flat_moe, bind_moe, ev, has_bank
 from archprobe.structure.bind_mixer import bind_mixer, has_mixer_signature
+from archprobe.structure.bind_moa import has_moa
 from archprobe.structure.card import Ffn, Layer, Mixer, Norm, Residual, Shared
 from archprobe.structure.modules import Module, group_modules, words
 from archprobe.structure.widths import mat, mlp_roles
@@ -40,6 +41,8 @@ def _groups(mods: dict[str, Module]) -> dict[str, list[Module]]:
 
 
 def _classify(head: str, group: list[Module], H: int, cfg) -> str:
+    if has_moa(group, H):        # an expert bank of attention projections (JetMoE's MoA) is a mixer
+        return "mixer"
     if has_bank(group) or (words(head) & FFN_WORDS and has_bank(group, H)):
         return "ffn"
     if has_mixer_signature(group, H):
@@ -83,6 +86,7 @@ def bind_layer(index: int, layer: dict, H: int, cfg, notes: list[str]) -> tuple[
         kinds["<root>"] = _classify("", root_mats, H, cfg)
         loose = [m for m in loose if m not in root_mats]
     mixer_done = ffn_done = False
+    ffn_head = None
     for head, group in groups.items():
         kind = kinds[head]
         bound: Bound | None = None
@@ -115,6 +119,7 @@ def bind_layer(index: int, layer: dict, H: int, cfg, notes: list[str]) -> tuple[
                     bound.leftover += [m for m in group if len(m.shape) != 2]
                 out.ffn, ffn_done = bound.part, True
                 prefix = "ffn."
+                ffn_head = head
         if bound is None:
             loose += [m for m in group if len(m.shape) <= 1 or m.shape == (1, H)]
             unexplained += [m for m in group if not (len(m.shape) <= 1 or m.shape == (1, H))]
@@ -131,6 +136,10 @@ def bind_layer(index: int, layer: dict, H: int, cfg, notes: list[str]) -> tuple[
             else:
                 unexplained.append(m)
     E = out.ffn.num_experts if out.ffn.kind in ("moe", "latent_moe") else None
+    ob = next((m for m in loose if E and m.path == ffn_head and m.shape == (H,) and m.weight_leaf == "bias"), None)
+    if ob is not None and "ffn.out" not in roles:     # `mlp.bias` [H]: the MoE's output bias (JetMoE)
+        roles["ffn.out"] = ob
+        loose = [m for m in loose if m is not ob]
     sel = next((m for m in loose + unexplained if E and m.shape == (E,)), None)
     if sel is not None and not out.ffn.router.selection_bias and "ffn.router.bias" not in roles:
         roles["ffn.router.bias"] = sel          # a selection bias kept in a container of its own (Kolibri)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from archprobe.structure.bind_ffn import Bound, ev
+from archprobe.structure.bind_moa import bind_moa
 from archprobe.structure.card import Mixer
 from archprobe.structure.modules import Module, words
 from archprobe.structure.widths import bias_says_transposed, mat, split_io
@@ -54,7 +55,7 @@ def bind_mixer(mods: list[Module], H: int, cfg) -> Bound | None:
     convs = [m for m in mods if len(m.shape) == 3 and m.shape[1] == 1 and m.shape[0] > 1 and m.shape[2] > 1]
     if convs:
         return _linear(mods, convs, H, cfg)
-    return _mla(mods, H, cfg) or _lightning(mods, H, cfg) or _attention(mods, H, cfg)
+    return bind_moa(mods, H, cfg) or _mla(mods, H, cfg) or _lightning(mods, H, cfg) or _attention(mods, H, cfg)
 
 
 # --- linear attention / SSM ----------------------------------------------------------------------------

@@ -32,7 +32,8 @@ Layer
   parallel_mixer (a second Mixer beside the first, both reading the same input: Falcon-H1's attention
   next to its Mamba-2; roles `layers.{i}.parallel_mixer.*`; None for almost every model)
   mixer: Mixer  kind: `gqa` `mha` `mqa` `mla` `lowrank_kv` `kda` `gated_deltanet` `mamba2` `mamba` (v1)
-                `short_conv` `lightning` (linear attention, fixed per-head decay) `rg_lru` (Griffin) `none`
+                `short_conv` `lightning` (linear attention, fixed per-head decay) `rg_lru` (Griffin) `moa`
+                (mixture of attention experts, JetMoE: num_experts, top_k, kv heads of head_dim) `none`
                 `unknown`
                 softmax attention: num_heads, num_kv_heads, head_dim, v_head_dim, bias {q,k,v,o: bool},
                 fused_qkv, qk_norm (`per_head` / `full` / `weightless` / None), sliding_window,
@@ -198,6 +199,8 @@ class Mixer:
     clip_qkv: float | None = None    # q, k, v clamped to [-clip, clip] (OLMo, DBRX clip_qkv)
     alibi_scaled: bool | None = None   # ALiBi added before the softmax scale, so scaled with it (Falcon)
     chunk_size: int | None = None    # chunked attention: a query sees only its own block of keys (Llama 4)
+    num_experts: int | None = None   # kind `moa` (JetMoE): attention experts, each token's top_k of them
+    top_k: int | None = None
     kv_lora_rank: int | None = None
     q_lora_rank: int | None = None
     rope_dim: int | None = None
@@ -264,6 +267,7 @@ REQUIRED_MIXER = {
     "gqa": ("num_heads", "num_kv_heads", "head_dim"), "mha": ("num_heads", "num_kv_heads", "head_dim"),
     "mqa": ("num_heads", "num_kv_heads", "head_dim"),
     "mla": ("kv_lora_rank", "rope_dim", "cache_width_per_token"),
+    "moa": ("num_experts", "top_k", "num_kv_heads", "head_dim"),
     "lowrank_kv": ("cache_width_per_token",),
     "kda": ("num_heads", "head_dim"),
     "gated_deltanet": ("num_heads", "head_dim", "conv_dim"),

@@ -381,6 +381,9 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             _set(card, f"{p}.mixer.norm_eps", cfg.default("linear_norm_eps"), "default")
         if cfg.default("residual_from_norm"):
             _set(card, f"{p}.residual.kind", _from_norm_kind(cfg, m.kind), "default")
+        if m.kind == "moa":   # JetMoE's attention experts take the same top-k as its FFN experts
+            _set(card, f"{p}.mixer.top_k", top_k, f"config:{k_where}")
+            card.origins.setdefault(f"{p}.mixer.num_experts", "shape")
         if m.kind == "kda" and gate_lb is not None:
             card.origins[f"{p}.mixer.gate_lower_bound"] = "config:gate_lower_bound"
         for name in ("num_heads", "num_kv_heads", "head_dim", "kv_lora_rank", "rope_dim", "cache_width_per_token",

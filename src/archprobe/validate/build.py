@@ -23,10 +23,11 @@ from archprobe.errors import ArchprobeError
 ATTENTION_KINDS = ("gqa", "mha", "mqa")
 LAYER_ROLE = re.compile(r"^layers\.(\d+)\.(mixer|parallel_mixer|ffn|norm|residual)\.(.+)$")
 BARE = ("sinks", "A_log", "D", "dt_bias", "slope_rate", "a_param", "dt_norm", "b_norm", "c_norm", "lambda_q1",
-        "lambda_k1", "lambda_q2", "lambda_k2")   # parameters without a `.weight` leaf
+        "lambda_k1", "lambda_q2", "lambda_k2", "experts.q", "experts.o")   # parameters without a `.weight` leaf
 
 # role leaf -> archprobe.nn parameter path (under the layer's mixer / FFN module); `.weight` implied
 MIXER_PARAMS = {
+    "moa": {"router": "router", "experts.q": "q_experts", "experts.o": "o_experts", "kv": "kv_proj", "out": "out"},
     "attention": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_norm": "q_norm",
                   "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj", "head_gate": "head_gate_proj",
                   "sub_norm": "sub_norm",
@@ -204,7 +205,7 @@ def _mixer_kind(kind: str, path: str) -> str:
     if kind in ATTENTION_KINDS:
         return "gqa"
     if kind in ("mla", "kda", "gated_deltanet", "mamba2", "none", "lowrank_kv", "mamba", "short_conv", "lightning",
-                "rg_lru"):
+                "rg_lru", "moa"):
         return kind
     if kind == "unknown":
         raise NeedsField(f"{path}.kind", "gqa, mla, kda, gated_deltanet, mamba2 or none")
@@ -308,6 +309,12 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
                    gdn_beta_scale=m.beta_scale if m.beta_scale is not None else 1.0, gdn_norm_eps=m.norm_eps)
         if any(has(f"mixer.{r}.bias") for r in GDN_SOURCES + ("in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b")):
             raise Unsupported(f"{p}.mixer: biases on the Gated DeltaNet projections or convs")
+    elif mk == "moa":
+        hd = _need(m.head_dim, f"{p}.mixer.head_dim")
+        out.update(moa_num_experts=_need(m.num_experts, f"{p}.mixer.num_experts"),
+                   moa_top_k=_need(m.top_k, f"{p}.mixer.top_k"), moa_head_dim=hd,
+                   moa_kv_heads=_need(m.num_kv_heads, f"{p}.mixer.num_kv_heads"), rope=_rope(card, hd, layer=i))
+        out["rope_theta"] = out["rope"].theta
     elif mk == "mamba2":
         odd = sorted(k for k in ("mup_multipliers", "norm_before_gate") if (m.layout or {}).get(k))
         if odd:
@@ -407,7 +414,8 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
                    n_group=r.n_group or 1, topk_group=r.topk_group or 1,
                    group_score=r.group_score or "top2_sum",
                    moe_routing_space=r.input or "hidden",
-                   expert_bias=has("ffn.experts.gate_up.bias") or has("ffn.experts.down.bias"))
+                   expert_bias=has("ffn.experts.gate_up.bias") or has("ffn.experts.down.bias"),
+                   moe_out_bias=has("ffn.out#bias"))
         shared = f.shared   # width: all shared experts together (one MLP of that width)
         width = 0
         if shared is not None and (shared.count or shared.width):
@@ -664,6 +672,8 @@ def _layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
         if stem == "gate_up":
             return f"src:mlp.gate_up{suffix}"
         return f"mlp.{FFN_PARAMS[stem]}{suffix}" if stem in FFN_PARAMS else None
+    if stem == "out":      # an output bias stored bare (JetMoE's mlp.bias): the `#bias` companion of `out`
+        return f"{ffn}.out.weight"
     if stem == "router":
         if bias:
             return f"{ffn}.gate." + ("e_score_correction_bias" if cfg.moe_router_bias else "bias")
