@@ -29,6 +29,8 @@ CONFIGS = {
                                           rope_theta=None),
     "mamba_hybrid": lambda: HybridConfig(num_hidden_layers=3, mixer_types=("mamba", "gqa", "mamba"),
                                          ffn_types=("none", "dense", "dense"), mamba_ssm_norms="weighted"),
+    "moa": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("moa", "gqa"), ffn_types=("moe", "dense"),
+                                moa_num_experts=4, moa_top_k=2, moa_kv_heads=2, moa_head_dim=16, moe_out_bias=True),
     "short_conv_hybrid": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("short_conv", "gqa"),
                                               short_conv_kernel_size=3, short_conv_bias=True),
     "gated_deltanet_hybrid": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("gated_deltanet", "gqa"),
