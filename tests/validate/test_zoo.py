@@ -31,7 +31,6 @@ TWINS = sorted(zoo_mod.TWINS)
 # field that is missing or wrong. Checked by hand: with that field set (a user's --card), archprobe.nn
 # reproduces transformers for those marked "(nn verified)". Strict: a fixed one fails loudly until removed.
 KNOWN_WRONG = {
-    "axk1": "wrong logits with the derived card (MLA + sandwich norms); the missing field is not isolated yet",
     "beam": "card+nn: gate_bias [heads] (a per-head bias on the output gate) bound as attention sinks",
     "flint": "nn+card: Flint's per-head softmax_offset is a sink-like logit not bound as mixer.sinks",
     "nanochat": "card+nn: weightless RMSNorms (pre, embedding, final, q/k after rope) have no tensor; its rope "

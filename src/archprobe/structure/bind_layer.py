@@ -298,8 +298,8 @@ def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
             picked[place] = m
             rest.remove(m)
     amb = next((m for m in rest if ambiguous in words(m.path)), None)
-    if amb is not None:          # the placement its neighbours leave open, after the attention when both are
-        place = "pre_ffn" if "post_mixer" in picked and "pre_ffn" not in picked else "post_mixer"
+    if amb is not None:          # Llama's meaning (before the FFN) unless a neighbour already holds that place
+        place = "post_mixer" if "pre_ffn" in picked else "pre_ffn"
         if place not in picked:
             picked[place] = amb
             rest.remove(amb)
