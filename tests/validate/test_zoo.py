@@ -35,7 +35,6 @@ KNOWN_WRONG = {
     "flint": "nn+card: Flint's per-head softmax_offset is a sink-like logit not bound as mixer.sinks",
     "nanochat": "card+nn: weightless RMSNorms (pre, embedding, final, q/k after rope) have no tensor; its rope "
                 "by -theta is on the card (rope.inverse)",
-    "stablelm_parallel": "card: per-head q/k LayerNorm weights and biases not bound as per_head_weights",
 }
 KNOWN_TWIN_GAPS = {
     "qwen3_next": "refuses (NeedsField norm.offset): Qwen3-Next's (1 + w) norms are known only from its "
