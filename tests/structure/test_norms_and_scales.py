@@ -122,3 +122,8 @@ def test_learned_positions_two_rows_past_the_maximum_read_with_offset_2(tmp_path
                  extra=[("model.embed_positions.weight", "F32", (P + 2, H))])
     assert card.embed.pos_kind == "learned" and card.embed.position_offset == 2
     assert card.origin("embed.position_offset") == "shape"
+
+
+def test_a_multiplier_key_holding_a_word_is_not_read_as_a_number(tmp_path):
+    card = _card(tmp_path, ["input_layernorm"], {"logit_scale": "inv_sqrt_d_model"})    # MPT's option
+    assert card.head.scale is None
