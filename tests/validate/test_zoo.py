@@ -33,8 +33,6 @@ TWINS = sorted(zoo_mod.TWINS)
 KNOWN_WRONG = {
     "beam": "card+nn: gate_bias [heads] (a per-head bias on the output gate) bound as attention sinks",
     "flint": "nn+card: Flint's per-head softmax_offset is a sink-like logit not bound as mixer.sinks",
-    "nanochat": "card+nn: weightless RMSNorms (pre, embedding, final, q/k after rope) have no tensor; its rope "
-                "by -theta is on the card (rope.inverse)",
 }
 KNOWN_TWIN_GAPS = {
     "qwen3_next": "refuses (NeedsField norm.offset): Qwen3-Next's (1 + w) norms are known only from its "

@@ -182,6 +182,8 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
     if fn is None and cfg.default("weightless_norm"):
         card.final_norm.kind, card.final_norm.bias = cfg.default("weightless_norm"), False
         card.origins["final_norm.kind"] = "default"
+        if cfg.default("weightless_embed_norm"):     # nanochat normalises the embedding before the layers too
+            card.embed.norm, card.origins["embed.norm"] = cfg.default("weightless_norm"), "default"
     if fn is not None:
         card.final_norm.bias = fn.bias is not None
         card.final_norm.kind = "layer" if fn.bias is not None else (card.layers[0].norm.get("pre_mixer").kind
@@ -318,6 +320,9 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             elif window and sliding_all:
                 _set(card, f"{p}.mixer.sliding_window", window, "default")
             _set(card, f"{p}.mixer.logit_soft_cap", attn_cap, f"config:{ac_where}")
+            if cfg.default("weightless_qk_norm") and m.qk_norm is None:   # nanochat: q/k RMSNorm after rope
+                _set(card, f"{p}.mixer.qk_norm", "per_head", "default")
+                _set(card, f"{p}.mixer.qk_norm_after_rope", True, "default")
             if cfg.default("attn_scale") is not None and m.scale is None:
                 _set(card, f"{p}.mixer.scale", float(cfg.default("attn_scale")), "default")
             if chunk and isinstance(types, list) and len(types) == len(card.layers) and "chunked" in str(types[i]):

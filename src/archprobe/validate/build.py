@@ -225,7 +225,9 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
             out["qk_norm"] = "per_head_weights"
         if m.qk_norm:   # q/k norms of the layer norms' kind, biased only when the checkpoint stores biases
             kind = next((n.kind for n in layer.norm.values() if n.kind), None) or card.final_norm.kind
-            if kind == "layer":
+            if not has("mixer.q_norm"):       # parameter-free q/k norms (nanochat): no tensor to load
+                out["qk_norm_style"] = "layer_noweight" if kind == "layer" else "rms_noweight"
+            elif kind == "layer":
                 out["qk_norm_style"] = "layer" if has("mixer.q_norm.bias") else "layer_nobias"
         out["attn_softcap"] = m.logit_soft_cap
         out["clip_qkv"] = getattr(m, "clip_qkv", None)
@@ -458,7 +460,7 @@ def config_fields(card, n_run: int | None = None) -> dict:
     cfg_fields = dict(
         vocab_size=vocab, hidden_size=hidden, num_hidden_layers=n, mixer_types=mixers, ffn_types=ffns,
         tie_word_embeddings=tied, final_norm=final_norm, embed_scale=embed.scale or 1.0,
-        embed_norm="embed_norm" in roles, head_bias="head.bias" in roles,
+        embed_norm="embed_norm" in roles or bool(getattr(embed, "norm", None)), head_bias="head.bias" in roles,
         final_softcap=head.soft_cap, logit_scale=getattr(head, "scale", None) or 1.0,
         position_offset=getattr(embed, "position_offset", None) or 0, layer_overrides=overrides,
         **{k: v for k, v in base.items()})
