@@ -321,7 +321,7 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
                 _set(card, f"{p}.mixer.sliding_window", window, "default")
             _set(card, f"{p}.mixer.logit_soft_cap", attn_cap, f"config:{ac_where}")
             if cfg.default("weightless_qk_norm") and m.qk_norm is None:   # nanochat: q/k RMSNorm after rope
-                _set(card, f"{p}.mixer.qk_norm", "per_head", "default")
+                _set(card, f"{p}.mixer.qk_norm", "weightless", "default")
                 _set(card, f"{p}.mixer.qk_norm_after_rope", True, "default")
             if cfg.default("attn_scale") is not None and m.scale is None:
                 _set(card, f"{p}.mixer.scale", float(cfg.default("attn_scale")), "default")

@@ -225,9 +225,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
             out["qk_norm"] = "per_head_weights"
         if m.qk_norm:   # q/k norms of the layer norms' kind, biased only when the checkpoint stores biases
             kind = next((n.kind for n in layer.norm.values() if n.kind), None) or card.final_norm.kind
-            if not has("mixer.q_norm"):       # parameter-free q/k norms (nanochat): no tensor to load
-                out["qk_norm_style"] = "layer_noweight" if kind == "layer" else "rms_noweight"
-            elif kind == "layer":
+            if kind == "layer" and has("mixer.q_norm"):
                 out["qk_norm_style"] = "layer" if has("mixer.q_norm.bias") else "layer_nobias"
         out["attn_softcap"] = m.logit_soft_cap
         out["clip_qkv"] = getattr(m, "clip_qkv", None)
