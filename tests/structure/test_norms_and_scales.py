@@ -127,3 +127,9 @@ def test_learned_positions_two_rows_past_the_maximum_read_with_offset_2(tmp_path
 def test_a_multiplier_key_holding_a_word_is_not_read_as_a_number(tmp_path):
     card = _card(tmp_path, ["input_layernorm"], {"logit_scale": "inv_sqrt_d_model"})    # MPT's option
     assert card.head.scale is None
+
+
+def test_composed_placement_names_settle_the_ambiguous_post_attention_layernorm(tmp_path):
+    card = _card(tmp_path, ["input_layernorm", "post_attention_layernorm", "pre_mlp_layernorm", "post_mlp_layernorm"])
+    assert _placements(card) == {"pre_mixer": "input_layernorm", "post_mixer": "post_attention_layernorm",   # AFMoE
+                                 "pre_ffn": "pre_mlp_layernorm", "post_ffn": "post_mlp_layernorm"}

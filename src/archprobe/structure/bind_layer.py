@@ -285,7 +285,10 @@ def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
             return False
         if place.startswith("pre_") and "post" in w:      # post_norm1 is not a pre-norm for its "norm1"
             return False
-        return bool(w & PLACEMENT_WORDS[place])
+        side, what = place.split("_")          # composed names: pre_mlp_layernorm, post_self_attn_norm, ...
+        composed = side in w and bool(w & ({"mlp", "ffn", "feedforward", "moe"} if what == "ffn" else
+                                           {"attn", "attention", "mixer"}))
+        return composed or bool(w & PLACEMENT_WORDS[place])
 
     for place in order:          # unambiguous names first
         hit = next((m for m in rest if named(m, place)), None)
