@@ -31,12 +31,8 @@ TWINS = sorted(zoo_mod.TWINS)
 # field that is missing or wrong. Checked by hand: with that field set (a user's --card), archprobe.nn
 # reproduces transformers for those marked "(nn verified)". Strict: a fixed one fails loudly until removed.
 KNOWN_WRONG = {
-    "axk1": "wrong logits with the derived card (MLA + sandwich norms); the missing field is not isolated yet",
     "beam": "card+nn: gate_bias [heads] (a per-head bias on the output gate) bound as attention sinks",
     "flint": "nn+card: Flint's per-head softmax_offset is a sink-like logit not bound as mixer.sinks",
-    "nanochat": "card+nn: weightless RMSNorms (pre, embedding, final, q/k after rope) have no tensor; its rope "
-                "by -theta is on the card (rope.inverse)",
-    "stablelm_parallel": "card: per-head q/k LayerNorm weights and biases not bound as per_head_weights",
 }
 KNOWN_TWIN_GAPS = {
     "qwen3_next": "refuses (NeedsField norm.offset): Qwen3-Next's (1 + w) norms are known only from its "

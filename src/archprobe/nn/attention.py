@@ -87,7 +87,8 @@ class Attention(nn.Module):
                  softcap: float | None = None, sinks: bool = False, alibi: bool = False,
                  qk_norm_after_rope: bool = False, differential: float | None = None,
                  query_scale: dict | None = None, clip_qkv: float | None = None, sub_norm: bool = False,
-                 alibi_scaled: bool = False, chunk: int | None = None, head_gate_act: str | None = None):
+                 alibi_scaled: bool = False, chunk: int | None = None, head_gate_act: str | None = None,
+                 qk_norm_style: str | None = None):
         """`gate_in_q`: Qwen3-Next's gated attention, q_proj emits [q | gate] per head (no g_proj).
         `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
         (one norm of head_dim shared by heads), `full` (one over the whole q / k projection),
@@ -96,7 +97,8 @@ class Attention(nn.Module):
         output before o_proj (BitNet's attn_sub_norm); `alibi_scaled`: the ALiBi bias is added before the
         softmax scale and so scaled with the scores (Falcon), not after it (BLOOM, MPT).
         `differential`: this layer's lambda_init (differential attention, DiffLlama).
-        `qk_norm` `weightless`: normalised, no gain (Llama 4). `chunk`: chunked attention."""
+        `qk_norm` `weightless`: normalised, no gain (Llama 4). `chunk`: chunked attention. `qk_norm_style`: the
+        q/k norms' kind when it is not `norm_style` (StableLM 2: bias-free per-head LayerNorms)."""
         super().__init__()
         if heads % kv_heads:
             raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
@@ -128,9 +130,10 @@ class Attention(nn.Module):
             self.q_norm = self.k_norm = lambda t: rms_normalise(t, norm_eps).to(t.dtype)
         elif self.qk_norm:
             full, own = self.qk_norm == "full", self.qk_norm == "per_head_weights"
-            self.q_norm = make_norm(norm_style, heads * head_dim if full else (heads, head_dim) if own else head_dim,
+            style = qk_norm_style or norm_style
+            self.q_norm = make_norm(style, heads * head_dim if full else (heads, head_dim) if own else head_dim,
                                     norm_eps)
-            self.k_norm = make_norm(norm_style, kv_heads * head_dim if full else (kv_heads, head_dim) if own
+            self.k_norm = make_norm(style, kv_heads * head_dim if full else (kv_heads, head_dim) if own
                                     else head_dim, norm_eps)
         if sub_norm:
             self.sub_norm = make_norm(norm_style, heads * head_dim, norm_eps)

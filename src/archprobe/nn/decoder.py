@@ -66,6 +66,7 @@ class HybridConfig:
     rope_theta: float | None = 10000.0
     sliding_window: int | None = None
     qk_norm: bool = False
+    qk_norm_style: str | None = None     # the q/k norms' kind when it differs from norm_style (StableLM 2)
     attn_output_gate: bool = False
     attn_gate_in_q: bool = False         # Qwen3-Next: q_proj emits [q | gate] per head
     partial_rotary_factor: float = 1.0
@@ -349,7 +350,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          qk_norm_after_rope=cfg.qk_norm_after_rope, differential=cfg.attn_differential,
                          query_scale=cfg.attn_query_scale, clip_qkv=cfg.clip_qkv,
                          sub_norm=cfg.attn_sub_norm, alibi_scaled=cfg.alibi_scaled,
-                         chunk=cfg.attn_chunk_size, head_gate_act=cfg.attn_head_gate)
+                         chunk=cfg.attn_chunk_size, head_gate_act=cfg.attn_head_gate,
+                         qk_norm_style=cfg.qk_norm_style)
     return None
 
 

@@ -298,7 +298,10 @@ def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
             return False
         if place.startswith("pre_") and "post" in w:      # post_norm1 is not a pre-norm for its "norm1"
             return False
-        return bool(w & PLACEMENT_WORDS[place])
+        side, what = place.split("_")          # composed names: pre_mlp_layernorm, post_self_attn_norm, ...
+        composed = side in w and bool(w & ({"mlp", "ffn", "feedforward", "moe"} if what == "ffn" else
+                                           {"attn", "attention", "mixer"}))
+        return composed or bool(w & PLACEMENT_WORDS[place])
 
     for place in order:          # unambiguous names first
         hit = next((m for m in rest if named(m, place)), None)
@@ -311,8 +314,8 @@ def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
             picked[place] = m
             rest.remove(m)
     amb = next((m for m in rest if ambiguous in words(m.path)), None)
-    if amb is not None:          # the placement its neighbours leave open, after the attention when both are
-        place = "pre_ffn" if "post_mixer" in picked and "pre_ffn" not in picked else "post_mixer"
+    if amb is not None:          # Llama's meaning (before the FFN) unless a neighbour already holds that place
+        place = "post_mixer" if "pre_ffn" in picked else "pre_ffn"
         if place not in picked:
             picked[place] = amb
             rest.remove(amb)

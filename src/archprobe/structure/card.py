@@ -129,6 +129,7 @@ class Embedding:
     scale: float | None = None       # output multiplier (gemma: sqrt(hidden))
     pos_kind: str | None = None      # rope, learned, alibi, none
     position_offset: int | None = None   # learned positions: row of position t is t + offset (OPT: 2)
+    norm: str | None = None          # a parameter-free norm right after the embedding (nanochat: rms)
     sinusoid: str | None = None      # pos_kind sinusoidal: `vaswani` (1/10000^(2i/d), CTRL) or `tensor2tensor`
                                      # (exp(-i ln 10000 / (d/2 - 1)), fairseq / XGLM); [sin | cos] halves
 

@@ -183,6 +183,8 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
     if fn is None and cfg.default("weightless_norm"):
         card.final_norm.kind, card.final_norm.bias = cfg.default("weightless_norm"), False
         card.origins["final_norm.kind"] = "default"
+        if cfg.default("weightless_embed_norm"):     # nanochat normalises the embedding before the layers too
+            card.embed.norm, card.origins["embed.norm"] = cfg.default("weightless_norm"), "default"
     if fn is not None:
         card.final_norm.bias = fn.bias is not None
         card.final_norm.kind = "layer" if fn.bias is not None else (card.layers[0].norm.get("pre_mixer").kind
@@ -253,24 +255,30 @@ def _scales(card: Card, cfg: ConfigView) -> None:
     """Multipliers on the embedding, the branches, the softmax and the logits, by their config keys'
     meaning in transformers (granite, minicpm3, gemma2/3, cohere, biogpt modeling files)."""
     H = card.hidden_size
+
+    def num(key: str) -> tuple[float | None, str | None]:   # a non-number (MPT's 'inv_sqrt_d_model') is not ours
+        v = cfg.get(key)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        return (float(v), key) if ok else (None, None)
+
     if cfg.get("scale_embedding") is True and H:          # BioGPT, XGLM, M2M100: embed_scale = sqrt(H)
         _set(card, "embed.scale", math.sqrt(H), "config:scale_embedding")
-    logit, where = cfg.first_float_at("logit_scale")          # Cohere: logits * logit_scale
+    logit, where = num("logit_scale")          # Cohere: logits * logit_scale
     _set(card, "head.scale", logit, f"config:{where}")
-    div, where = cfg.first_float_at("logits_scaling")         # Granite: logits / logits_scaling
+    div, where = num("logits_scaling")         # Granite: logits / logits_scaling
     if div:
         multiplies = cfg.default("logits_scaling") == "multiply"   # HyperCLOVA X multiplies instead
         _set(card, "head.scale", div if multiplies else 1.0 / div, f"config:{where}" if not multiplies else "default")
-    base, _ = cfg.first_float_at("dim_model_base")               # MiniCPM: hidden / (H / dim_model_base)
+    base, _ = num("dim_model_base")               # MiniCPM: hidden / (H / dim_model_base)
     if base and H and cfg.get("scale_depth") is not None:
         _set(card, "head.scale", base / H, "config:dim_model_base")
-    res, r_where = cfg.first_float_at("residual_multiplier")     # Granite: x + m * branch(x)
-    depth, _ = cfg.first_float_at("scale_depth")                 # MiniCPM: m = scale_depth / sqrt(layers)
+    res, r_where = num("residual_multiplier")     # Granite: x + m * branch(x)
+    depth, _ = num("scale_depth")                 # MiniCPM: m = scale_depth / sqrt(layers)
     n = cfg.first_int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
     if res is None and depth is not None and n:
         res, r_where = depth / math.sqrt(n), "scale_depth"
-    att, a_where = cfg.first_float_at("attention_multiplier")    # Granite: the softmax scale itself
-    qpas, _ = cfg.first_float_at("query_pre_attn_scalar")        # Gemma 2/3: scale = qpas ** -0.5
+    att, a_where = num("attention_multiplier")    # Granite: the softmax scale itself
+    qpas, _ = num("query_pre_attn_scalar")        # Gemma 2/3: scale = qpas ** -0.5
     if att is None and qpas:
         att, a_where = qpas ** -0.5, "query_pre_attn_scalar"
     clip, c_where = cfg.first_float_at("clip_qkv")               # OLMo, DBRX (attn_config.clip_qkv)
@@ -292,7 +300,6 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         _set(card, "final_norm.offset", True, "default")
     soft, where = cfg.first_float_at("final_logit_softcapping", "logits_soft_cap")
     _set(card, "head.soft_cap", soft, f"config:{where}")
-    _set(card, "head.scale", cfg.first_float("logit_scale"), "config:logit_scale")   # Cohere: logits * scale
     if cfg.default("embed_scale") == "sqrt_hidden" and card.hidden_size:
         _set(card, "embed.scale", math.sqrt(card.hidden_size), "default")
     if cfg.default("embed_scale") == "sqrt_hidden_bf16" and card.hidden_size:   # RecurrentGemma's bf16 buffer
@@ -347,6 +354,9 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             elif window and sliding_all:
                 _set(card, f"{p}.mixer.sliding_window", window, "default")
             _set(card, f"{p}.mixer.logit_soft_cap", attn_cap, f"config:{ac_where}")
+            if cfg.default("weightless_qk_norm") and m.qk_norm is None:   # nanochat: q/k RMSNorm after rope
+                _set(card, f"{p}.mixer.qk_norm", "weightless", "default")
+                _set(card, f"{p}.mixer.qk_norm_after_rope", True, "default")
             if cfg.default("attn_scale") is not None and m.scale is None:
                 _set(card, f"{p}.mixer.scale", float(cfg.default("attn_scale")), "default")
             if chunk and isinstance(types, list) and len(types) == len(card.layers) and "chunked" in str(types[i]):

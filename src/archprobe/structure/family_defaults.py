@@ -17,8 +17,9 @@ without positions), `nope_full_layers` (with sliding layers, the full-attention 
 the modeling file hard-codes them (`norm_eps_fixed`: also over the config key it ignores); `logits_scaling`
 (`multiply` where the family multiplies), `post_ln` (each norm
 after its residual add), `weightless_norm` (`layer` / `rms`: pre-norms and final norm without
-parameters, so without tensors), `attn_scale` (a hard-coded softmax scale), `alibi_scaled` (ALiBi added
-before the softmax scale).
+parameters, so without tensors; `weightless_embed_norm`, `weightless_qk_norm` likewise on the embedding
+and on q/k after rope), `attn_scale` (a hard-coded softmax scale), `alibi_scaled` (ALiBi added before the
+softmax scale).
 MoE routing keys (where the modeling file hard-codes it): `renormalize` (the top-k routing weights divided
 by their sum, where the config has no `norm_topk_prob`; top-k over logits then a softmax over those k is the
 same thing), `norm_topk_prob_ignored` (the config carries the key, the modeling code never reads it),
@@ -159,8 +160,6 @@ FAMILY_DEFAULTS: dict[str, dict] = {
                               "apply_rotary_emb: view_as_complex on (even, odd) pairs)"},
     "beam": {"nope_query_scale": {"form": "ssmax", "length": 2048, "power": 0.1},
              "source": "transformers/models/beam/modeling_beam.py (compute_attention_scaling on NoPE layers)"},
-    "nanochat": {"rope_inverse": True,
-                 "source": "transformers/models/nanochat/modeling_nanochat.py (rotate_half returns [x2, -x1])"},
     "biogpt": {"norm_eps_fixed": 1e-5, "source": "transformers/models/biogpt/modeling_biogpt.py (nn.LayerNorm("
                "embed_dim): torch's eps, layer_norm_eps unused)"},
     "jamba": {"rope": False, "scoring": "softmax", "renormalize": False,
@@ -172,6 +171,10 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "ctrl": {"positions": "vaswani", "embed_scale": "sqrt_hidden", "activation": "relu",
              "source": "transformers/models/ctrl/modeling_ctrl.py (positional_encoding; inputs_embeds * "
                        "sqrt(d_model_size); point_wise_feed_forward_network's nn.ReLU)"},
+    "nanochat": {"weightless_norm": "rms", "weightless_embed_norm": True, "weightless_qk_norm": True,
+                 "rope_inverse": True,
+                 "source": "transformers/models/nanochat/modeling_nanochat.py (NanoChatRMSNorm without weight on the "
+                           "embedding, both branches, q/k after rope and the output; rotate_half -> cat(x2, -x1))"},
     "nemotron": {"norm_offset": True, "source": "transformers/models/nemotron/modeling_nemotron.py "
                                                 "(NemotronLayerNorm1P: layer_norm with weight + 1)"},
     "olmo": {"weightless_norm": "layer", "norm_eps": 1e-5,

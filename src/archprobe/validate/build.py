@@ -237,6 +237,13 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         if m.qk_norm not in qk:
             raise Unsupported(f"{p}.mixer.qk_norm {m.qk_norm!r}")
         out["qk_norm"] = qk[m.qk_norm]
+        q_norm_name = card.tensors.get(f"{p}.mixer.q_norm", "")
+        if m.qk_norm and "*" in q_norm_name:      # one stored norm per head: gains [heads, head_dim]
+            out["qk_norm"] = "per_head_weights"
+        if m.qk_norm:   # q/k norms of the layer norms' kind, biased only when the checkpoint stores biases
+            kind = next((n.kind for n in layer.norm.values() if n.kind), None) or card.final_norm.kind
+            if kind == "layer" and has("mixer.q_norm"):
+                out["qk_norm_style"] = "layer" if has("mixer.q_norm.bias") else "layer_nobias"
         out["attn_softcap"] = m.logit_soft_cap
         out["clip_qkv"] = getattr(m, "clip_qkv", None)
         out["attn_sub_norm"] = has("mixer.sub_norm")
@@ -532,7 +539,7 @@ def config_fields(card, n_run: int | None = None) -> dict:
         vocab_size=vocab, hidden_size=hidden, num_hidden_layers=n, mixer_types=mixers, ffn_types=ffns,
         parallel_mixer_types=parallel,
         tie_word_embeddings=tied, final_norm=final_norm, embed_scale=embed.scale or 1.0,
-        embed_norm="embed_norm" in roles, head_bias="head.bias" in roles,
+        embed_norm="embed_norm" in roles or bool(getattr(embed, "norm", None)), head_bias="head.bias" in roles,
         final_softcap=head.soft_cap, logit_scale=getattr(head, "scale", None) or 1.0,
         position_offset=getattr(embed, "position_offset", None) or 0, layer_overrides=overrides,
         **{k: v for k, v in base.items()})
@@ -618,11 +625,25 @@ def blueprint(card, shapes: dict[str, tuple], n_run: int | None = None) -> Bluep
         if companion:
             target = target.rsplit(".", 1)[0] + "." + companion if target.endswith(".weight") else \
                 target + "." + companion
+        if "*" in name and key is not None and target.startswith(("self_attn.q_norm.", "self_attn.k_norm.")):
+            _per_head_bank(parts.setdefault(key, Part()), target, name, cfg.for_layer(key))
+            continue
         parts.setdefault(key, Part()).names[target] = name
     for i in range(n_run):
         _layouts(parts.setdefault(i, Part()), card.layers[i], cfg.for_layer(i), shapes)
     unmapped += [n for names in card.set_aside.values() for n in names]
     return Blueprint(cfg, parts, sorted(set(unmapped)))
+
+
+def _per_head_bank(part: Part, target: str, name: str, cfg) -> None:
+    """One stored norm per head (`q_layernorm.norms.*.weight`, StableLM 2) stacked to [heads, head_dim]."""
+    import torch
+
+    n = cfg.num_attention_heads if ".q_norm." in target else cfg.num_key_value_heads
+    srcs = tuple(f"src:{target}#{h}" for h in range(n))
+    for h, src in enumerate(srcs):
+        part.names[src] = name.replace("*", str(h), 1)
+    part.derived.append(Derived(target, srcs, lambda *t: torch.stack(t)))
 
 
 def _ffn_module(cfg, i: int) -> str:
