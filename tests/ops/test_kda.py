@@ -266,3 +266,20 @@ def test_decay_shared_by_every_channel_is_taken_out_only_where_it_grows_the_sub_
         if h is not None:
             assert chunked.sub_block(G - h) > chunked.sub_block(G)
             assert bool((h <= 0).all()) and bool((G - h <= 1e-4).all())   # every relative decay still a decay
+
+
+def test_mild_gates_take_the_one_block_path_and_still_equal_the_recurrence(monkeypatch):
+    """Mild gates (no decay in a chunk below exp(-30)) skip the sub-block machinery; K3's typical gates do not."""
+    from archprobe.ops.kda import chunked
+
+    calls = []
+    real = chunked._one_block
+    monkeypatch.setattr(chunked, "_one_block", lambda *a: calls.append(1) or real(*a))
+    for regime, expected in (("mild", True), ("k3", False)):
+        calls.clear()
+        q, k, v, g, beta = regime_inputs(regime, T=100, seed=5)
+        out, s = kda_chunked(q, k, v, g, beta, output_final_state=True)
+        ref, s_ref = kda_recurrent(*(x.double() for x in (q, k, v, g, beta)), output_final_state=True)
+        assert bool(calls) == expected, regime
+        assert_close("recurrent_vs_chunked", ref, out, name=f"{regime} output")
+        assert_close("recurrent_vs_chunked", s_ref, s, name=f"{regime} final state")

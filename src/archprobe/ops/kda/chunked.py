@@ -98,6 +98,8 @@ def _decayed(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed:
     def raised(x):      # a product of a full-size factor and a per-block one, raised to exp(floor)
         return x.clamp_min_(low) if inference else x.clamp_min(low)
 
+    if s == C and G_NRCK.min().item() >= exp_floor(G_NRCK.dtype):
+        return _one_block(q_NRCK, k_NRCK, G_NRCK, inference)
     Gs = G_NRCK.view(N, R, n, s, K)
     ref = (Gs[..., :1, :] + Gs[..., -1:, :]) * 0.5                  # [N, R, n, 1, K]
     offset = Gs - ref                                                # within +-HALF_SPAN
@@ -128,6 +130,23 @@ def _decayed(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed:
     exp_G = raised(row * small_exp(ref)).view(N, R, C, K)
     exp_end = raised(inv_row * small_exp(G_NRCK[:, :, None, -1:, :] - ref)).view(N, R, C, K)
     return Decayed(A_kk.tril_(-1), P_qk.tril_(0), q_NRCK * exp_G, k_NRCK * exp_G, k_NRCK * exp_end)
+
+
+def _one_block(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed:
+    """`_decayed` when the chunk is one sub-block and no decay in it is below exp(floor) (mild gates): no
+    factor needs raising, so the products go straight into [C, C] and the decayed copies reuse Q row and
+    K row: exp(G) = row exp(ref), exp(G_last - G) = exp(G_last - ref) / row, every factor >= exp(floor).
+    Measured: this path was ~1.3x the general one's CPU time on mild gates (zeros, diagonal copies, clamps)."""
+    ref = (G_NRCK[..., :1, :] + G_NRCK[..., -1:, :]) * 0.5           # [N, R, 1, K]
+    offset = G_NRCK - ref                                            # within +-|floor| / 2
+    row = offset.exp()
+    inv_row = row.reciprocal() if inference else offset.neg().exp()
+    k_row, q_row, col = k_NRCK * row, q_NRCK * row, k_NRCK * inv_row
+    A_kk, P_qk = _bmm_t(k_row, col).tril_(-1), _bmm_t(q_row, col).tril_(0)
+    exp_ref, exp_end = ref.exp(), (G_NRCK[..., -1:, :] - ref).exp()
+    if inference:
+        return Decayed(A_kk, P_qk, q_row.mul_(exp_ref), k_row.mul_(exp_ref), col.mul_(exp_end))
+    return Decayed(A_kk, P_qk, q_row * exp_ref, k_row * exp_ref, col * exp_end)
 
 
 def _decayed_per_head(q_NRCK, k_NRCK, G_NRC1) -> Decayed:
