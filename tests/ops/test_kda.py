@@ -215,9 +215,13 @@ def test_no_subnormal_values_in_any_intermediate(regime, per_head):
     C = chunked.choose_chunk(g4, 32, 16)
     qc, kc, gc = (chunk_major(x, C, torch.float32) for x in (q, k, g4))
     G = torch.ones(C, C).tril_() @ gc
-    d = chunked._decayed_per_head(qc, kc, G) if per_head else chunked._decayed(qc, kc, G, inference=True)
-    inverse = chunked._solve(d.A_kk, chunk_major(beta.unsqueeze(-1), C, torch.float32),
-                             -G[..., -1, :].amax(-1).amin().item())
+    betac = chunk_major(beta.unsqueeze(-1), C, torch.float32)
+    if per_head:   # solved on the undecayed K K^T, the decay put back on the inverse (as the op does)
+        d, decay = chunked._decayed_per_head(qc, kc, G)
+        inverse = chunked._solve(d.A_kk, betac, 0.0) * decay
+    else:
+        d = chunked._decayed(qc, kc, G, inference=True)
+        inverse = chunked._solve(d.A_kk, betac, chunked.slowest_span(G))
     for name in ("A_kk", "P_qk", "q_decayed", "k_decayed", "k_to_end"):
         assert subnormal_count(getattr(d, name)) == 0, name
     assert subnormal_count(inverse) == 0

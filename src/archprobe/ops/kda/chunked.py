@@ -149,13 +149,15 @@ def _one_block(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed:
     return Decayed(A_kk, P_qk, q_row * exp_ref, k_row * exp_ref, col * exp_end)
 
 
-def _decayed_per_head(q_NRCK, k_NRCK, G_NRC1) -> Decayed:
-    """The same with one decay per head (Gated DeltaNet): exp(G_r - G_s) is a [C, C] matrix per chunk, taken
-    directly (C exps per token instead of K) and applied to the plain products Q K^T and K K^T."""
+def _decayed_per_head(q_NRCK, k_NRCK, G_NRC1) -> tuple[Decayed, torch.Tensor]:
+    """The same with one decay per head (Gated DeltaNet), and the [C, C] decay exp(G_r - G_s) per chunk, taken
+    directly (C exps per token instead of K). The whole decay is shared by the head's channels, so (as in
+    `_shared_decay`) A(K, K) is returned undecayed: the solve runs on the plain K K^T in float32 at any
+    decay, and the caller multiplies its inverse by the returned decay (exact: a similarity transform)."""
     decay = decay_exp((G_NRC1 - G_NRC1.mT).clamp_(max=0.0))          # [N, R, C, C]; above the diagonal 1
     exp_G, exp_end = decay_exp(G_NRC1), decay_exp(G_NRC1[..., -1:, :] - G_NRC1)
-    return Decayed((_bmm_t(k_NRCK, k_NRCK) * decay).tril_(-1), (_bmm_t(q_NRCK, k_NRCK) * decay).tril_(0),
-                   q_NRCK * exp_G, k_NRCK * exp_G, k_NRCK * exp_end)
+    return (Decayed(_bmm_t(k_NRCK, k_NRCK).tril_(-1), (_bmm_t(q_NRCK, k_NRCK) * decay).tril_(0),
+                    q_NRCK * exp_G, k_NRCK * exp_G, k_NRCK * exp_end), decay)
 
 
 def _solve(A_kk, beta, slowest_span: float):
@@ -291,8 +293,12 @@ def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state,
     grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, g, beta, initial_state))
     shared = _shared_decay(g, G, ones) if G.shape[-1] > 1 else None
     if shared is None:
-        d = _decayed_per_head(q, k, G) if G.shape[-1] == 1 < K else _decayed(q, k, G, inference=not grad)
-        inverse = _solve(d.A_kk, beta, slowest_span(G))
+        if G.shape[-1] == 1 < K:   # one decay per head: solved undecayed, the decay put back on the inverse
+            d, decay = _decayed_per_head(q, k, G)
+            inverse = _solve(d.A_kk, beta, 0.0) * decay
+        else:
+            d = _decayed(q, k, G, inference=not grad)
+            inverse = _solve(d.A_kk, beta, slowest_span(G))
     else:   # the decay every channel shares taken out of the products and the solve, put back after them
         relative = G - shared
         d = _decayed(q, k, relative, inference=not grad)
