@@ -20,9 +20,9 @@ Measured (issue 17, 2-vCPU AMD EPYC with 24 GB RAM, load 10-15 from other jobs, 
 lookup's np.take moved to mode="clip"): build 98 s (39 s in a quieter minute); every forward read 136.94 GB,
 exactly the 136.94 GB the token needs (1.0000x; the kernel's rchar agrees), 16 experts per MoE layer, finite
 logits; peak RSS 1.42 GiB after the prompt, 2.18 GiB with the caches (target <= 8 GB). Prompt 362.7 s wall
-/ 77.1 CPU-s; decode steps 1-4 with the KDA states and MLA caches 432.9 / 79.4, 691.6 / 76.3, 664.8 / 76.0,
-608.2 / 74.7 (wall / CPU seconds). 16 decode steps (~20 CPU-minutes, ~3 hours at that load) were not run to
-the end. Where one token's ~77 CPU-s go (cProfile): the MXFP4 byte-pair gather (np.take) ~28%, the
+/ 77.1 CPU-s; decode steps 1-5 with the KDA states and MLA caches 432.9 / 79.4, 691.6 / 76.3, 664.8 / 76.0,
+608.2 / 74.7, 482.5 / 73.6 (wall / CPU seconds). 16 decode steps (~20 CPU-minutes, ~3 hours at that load)
+were not run to the end. Where one token's ~77 CPU-s go (cProfile): the MXFP4 byte-pair gather (np.take) ~28%, the
 matmuls ~13%, the reads ~9%, the rest per-chunk conversions, scale multiplies and Python overhead
 (before the mode="clip" change: ~85 CPU-s per token on this zero-data checkpoint, and 4-12 ns per weight
 instead of 0.4 on random codes).
