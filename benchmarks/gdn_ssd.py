@@ -106,7 +106,9 @@ def add_rows(rows, verdicts, shape, regime, timed, anchor, ours, roof, ref, got)
 
 
 def main():
-    torch.set_num_threads(os.cpu_count() or 1)
+    # GDN_SSD_THREADS=1 on a loaded host: with more threads than free cores torch's worker threads wait on each
+    # other (measured 10-100x slower per call at load 8 on 2 cores), and the ratios then measure that
+    torch.set_num_threads(int(os.environ.get("GDN_SSD_THREADS", os.cpu_count() or 1)))
     peak = measured_fp32_peak()
     rows, verdicts = [], []
     which = os.environ.get("GDN_SSD_ONLY", "gdn,ssd").split(",")

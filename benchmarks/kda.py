@@ -85,7 +85,9 @@ def spread(timed, slower, faster):
 
 
 def main():
-    torch.set_num_threads(os.cpu_count() or 1)
+    # KDA_THREADS=1 on a loaded host: with more threads than free cores torch's worker threads wait on each
+    # other (measured 10-100x slower per call at load 8 on 2 cores), and the ratios then measure that
+    torch.set_num_threads(int(os.environ.get("KDA_THREADS", os.cpu_count() or 1)))
     T = int(os.environ.get("KDA_T", 8192))
     peak = measured_fp32_peak()
     rows, verdicts = [], []

@@ -215,9 +215,13 @@ def test_no_subnormal_values_in_any_intermediate(regime, per_head):
     C = chunked.choose_chunk(g4, 32, 16)
     qc, kc, gc = (chunk_major(x, C, torch.float32) for x in (q, k, g4))
     G = torch.ones(C, C).tril_() @ gc
-    d = chunked._decayed_per_head(qc, kc, G) if per_head else chunked._decayed(qc, kc, G, inference=True)
-    inverse = chunked._solve(d.A_kk, chunk_major(beta.unsqueeze(-1), C, torch.float32),
-                             -G[..., -1, :].amax(-1).amin().item())
+    betac = chunk_major(beta.unsqueeze(-1), C, torch.float32)
+    if per_head:   # solved on the undecayed K K^T, the decay put back on the inverse (as the op does)
+        d, decay = chunked._decayed_per_head(qc, kc, G)
+        inverse = chunked._solve(d.A_kk, betac, 0.0) * decay
+    else:
+        d = chunked._decayed(qc, kc, G, inference=True)
+        inverse = chunked._solve(d.A_kk, betac, chunked.slowest_span(G))
     for name in ("A_kk", "P_qk", "q_decayed", "k_decayed", "k_to_end"):
         assert subnormal_count(getattr(d, name)) == 0, name
     assert subnormal_count(inverse) == 0
@@ -266,3 +270,20 @@ def test_decay_shared_by_every_channel_is_taken_out_only_where_it_grows_the_sub_
         if h is not None:
             assert chunked.sub_block(G - h) > chunked.sub_block(G)
             assert bool((h <= 0).all()) and bool((G - h <= 1e-4).all())   # every relative decay still a decay
+
+
+def test_mild_gates_take_the_one_block_path_and_still_equal_the_recurrence(monkeypatch):
+    """Mild gates (no decay in a chunk below exp(-30)) skip the sub-block machinery; K3's typical gates do not."""
+    from archprobe.ops.kda import chunked
+
+    calls = []
+    real = chunked._one_block
+    monkeypatch.setattr(chunked, "_one_block", lambda *a: calls.append(1) or real(*a))
+    for regime, expected in (("mild", True), ("k3", False)):
+        calls.clear()
+        q, k, v, g, beta = regime_inputs(regime, T=100, seed=5)
+        out, s = kda_chunked(q, k, v, g, beta, output_final_state=True)
+        ref, s_ref = kda_recurrent(*(x.double() for x in (q, k, v, g, beta)), output_final_state=True)
+        assert bool(calls) == expected, regime
+        assert_close("recurrent_vs_chunked", ref, out, name=f"{regime} output")
+        assert_close("recurrent_vs_chunked", s_ref, s, name=f"{regime} final state")
