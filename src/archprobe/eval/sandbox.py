@@ -227,8 +227,8 @@ def sweep(token: str) -> int:
     if not os.path.isdir("/proc"):
         return 0
     needle = f"ARCHPROBE_SANDBOX={token}".encode()
-    killed = 0
-    for _ in range(3):
+    killed, quiet = 0, 0
+    for _ in range(5):      # two clean passes in a row: a process in mid-execve shows an empty environ once
         found = 0
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
@@ -242,7 +242,8 @@ def sweep(token: str) -> int:
             except (OSError, ValueError):
                 continue
         killed += found
-        if not found:
+        quiet = 0 if found else quiet + 1
+        if quiet == 2:
             break
-        time.sleep(0.05)
+        time.sleep(0.02 if not found else 0.05)
     return killed
