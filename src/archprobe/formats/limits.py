@@ -41,7 +41,9 @@ fixed 40 MB of interpreter and allocator slack):
 - a YAML card: 256 KB (PyYAML builds ~175x its bytes), its expanded size capped at 1,000,000 values.
 
 Time: DEADLINE_S bounds all network reads of one command (per request: REQUEST_DEADLINE_S) and, via
-`reading_deadline`, reading a source's config and headers, local files included.
+`reading_deadline`, reading a source's config and headers, local files included, and each tensor that
+validate reads (opening its shard included). validate's compute is not bounded: a large model takes as
+long as its layers take, with a progress bar.
 """
 
 from __future__ import annotations

@@ -61,6 +61,7 @@ class TensorReader:
         """Yields `get(name) -> tensor`; each shard is opened (memory-mapped) at most once per session."""
         from safetensors import safe_open
 
+        from archprobe.formats.limits import reading_deadline
         from archprobe.formats.localfiles import regular_file_inside
 
         with ExitStack() as stack:
@@ -74,6 +75,8 @@ class TensorReader:
                     regular_file_inside(self.folder, path)
                     try:
                         handles[file] = stack.enter_context(safe_open(path, framework="pt"))
+                    except SourceError:        # the reading deadline, as it is
+                        raise
                     except Exception as exc:   # the safetensors library raises its own error types
                         raise CheckpointError(path, f"cannot open shard ({str(exc).splitlines()[0][:160]})") from None
                 return handles[file]
@@ -91,8 +94,11 @@ class TensorReader:
                 last = None
                 for file in files:   # a folded expert family may span shards: the one that has it
                     try:
-                        return handle(file).get_tensor(name)
-                    except CheckpointError:
+                        # each tensor read within the command's reading deadline (a slow or stalled file
+                        # system ends in one line, not a hang); SourceError passes through as it is
+                        with reading_deadline(f"{os.path.join(self.folder, file)}: tensor {name!r}"):
+                            return handle(file).get_tensor(name)
+                    except (CheckpointError, SourceError):
                         raise
                     except Exception as exc:
                         last = (file, exc)
