@@ -232,25 +232,6 @@ def _bf16(x: float) -> float:
     return struct.unpack("<f", struct.pack("<I", bits))[0]
 
 
-def _hard_coded_positions(card: Card, cfg: ConfigView) -> None:
-    """Rope facts no config key states: a family row's rope layout (DeepSeek-V3.2 interleaves without a
-    rope_interleave key), and position-free attention when a transformers config has no rope key at all."""
-    if card.rope.interleaved is None and cfg.default("rope_interleaved") is not None:
-        _set(card, "rope.interleaved", cfg.default("rope_interleaved"), "default")
-    if card.embed.pos_kind is None and card.rope.theta is None and _no_rope_key(cfg):
-        _set(card, "embed.pos_kind", "none", "config:transformers_version")
-
-
-def _no_rope_key(cfg: ConfigView) -> bool:
-    """A config.json written by transformers (it records `transformers_version`) serialises every field of its
-    config class, so a rope model always carries rope_theta / rope_parameters / rotary_*: a decoder config
-    with none of them has position-free attention (Jamba, Nemotron-H run their attention without rope)."""
-    if not (cfg.raw.get("transformers_version") or cfg.text.get("transformers_version")):
-        return False
-    keys = set(cfg.text) | set(cfg.raw)
-    return not any("rope" in k or "rotary" in k or "position_embedding_type" in k or "alibi" in k for k in keys)
-
-
 def _scales(card: Card, cfg: ConfigView) -> None:
     """Multipliers on the embedding, the branches, the softmax and the logits, by their config keys'
     meaning in transformers (granite, minicpm3, gemma2/3, cohere, biogpt modeling files)."""
@@ -311,7 +292,6 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     if alibi:
         _set(card, "embed.pos_kind", "alibi", "config:alibi" if cfg.get("alibi") is True else "default")
     derive_positions(card, cfg)      # rope (model and per layer), NoPE layers, sinusoidal positions
-    _hard_coded_positions(card, cfg)
     act, act_where = cfg.first_str_at("hidden_act", "hidden_activation", "activation_function", "mlp_hidden_act",
                                       "ffn_act_fn", "activation", "afn")
     if act is None and isinstance(cfg.get("ffn_act_fn"), dict):      # DBRX: ffn_config.ffn_act_fn {"name": ...}

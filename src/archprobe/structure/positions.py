@@ -10,8 +10,7 @@ Read in this order, each fact recording its origin:
     `rope_local_base_freq` (Gemma 3's sliding layers before the per-type form: that base, no scaling),
     `no_rope_layers` (one flag per layer, truthy = rope, as SmolLM3 and Llama 4 read it), `use_rope`,
     `mla_use_nope`, `use_mem_rope`, `attn_temperature_tuning` with `floor_scale` / `attn_scale` (Llama 4's
-    NoPE layers scale q), `position_embedding_type` (null or "nope": no rope, GraniteMoeHybrid),
-    `scale_embedding`;
+    NoPE layers scale q), `position_embedding_type` (null or "nope": no rope, GraniteMoeHybrid);
   * a documented default: a hybrid (linear-attention or state-space layers beside attention) whose
     config names no rope at all runs its attention without positions (Jamba, Nemotron-H, Kimi Linear:
     the recurrent layers carry the order);
@@ -217,8 +216,6 @@ def derive_positions(card: Card, cfg: ConfigView) -> None:
     per_type = _per_type(params)
     _model_rope(card, cfg, per_type)
     _layer_ropes(card, cfg, per_type)
-    if cfg.get("scale_embedding") is True and card.hidden_size:      # BART-family key: embeddings * sqrt(d)
-        _set(card, "embed.scale", math.sqrt(card.hidden_size), "config:scale_embedding")
     form = cfg.default("positions")
     if card.embed.pos_kind is None and form:                          # sinusoidal tables are computed, not stored
         _set(card, "embed.pos_kind", "sinusoidal", "default")
@@ -229,3 +226,15 @@ def derive_positions(card: Card, cfg: ConfigView) -> None:
         _set(card, "embed.pos_kind", "none", card.origins.get(f"layers.{attn[0]}.mixer.rope", "default"))
     elif card.embed.pos_kind is None and card.rope.theta is not None:
         _set(card, "embed.pos_kind", "rope", card.origins.get("rope.theta", "default"))
+    if card.embed.pos_kind is None and card.rope.theta is None and _no_rope_key(cfg):
+        _set(card, "embed.pos_kind", "none", "config:transformers_version")
+
+
+def _no_rope_key(cfg: ConfigView) -> bool:
+    """A config.json written by transformers (it records `transformers_version`) serialises every field of its
+    config class, so a rope model always carries rope_theta / rope_parameters / rotary_*: a decoder config
+    with none of them has position-free attention (Jamba, Nemotron-H run their attention without rope)."""
+    if not (cfg.raw.get("transformers_version") or cfg.text.get("transformers_version")):
+        return False
+    keys = set(cfg.text) | set(cfg.raw)
+    return not any("rope" in k or "rotary" in k or "position_embedding_type" in k or "alibi" in k for k in keys)
