@@ -38,6 +38,11 @@ MIXERS = ("kda", "gated_deltanet", "mla", "gqa", "swa", "lowrank_kv", "gqa_headg
           "none", "mamba", "short_conv", "lightning", "rg_lru", "moa")
 FFNS = ("dense", "moe", "latent_moe", "none")
 BLOCKS = ("pre", "post", "sandwich", "parallel", "parallel_shared", "norm_residual")
+# norm placement -> the layer's module attribute, for the mixer branch and the FFN branch
+MIXER_NORMS = (("pre_mixer", "input_layernorm"), ("post_mixer", "post_mixer_norm"),
+               ("post_mixer_sum", "post_mixer_sum_norm"))
+FFN_NORMS = (("pre_ffn", "post_attention_layernorm"), ("post_ffn", "post_ffn_norm"),
+             ("post_ffn_sum", "post_ffn_sum_norm"))
 
 
 @dataclass
@@ -410,20 +415,10 @@ class DecoderLayer(nn.Module):
         self.self_attn = _mixer(cfg, mixer_kind)
         self.parallel_mixer = _mixer(cfg, cfg.parallel_mixer_types[index])
         if self.self_attn is not None or cfg.block == "parallel_shared":
-            if "pre_mixer" in where:
-                self.input_layernorm = make_norm(cfg.norm_style, H, eps)
-            if "post_mixer" in where:
-                self.post_mixer_norm = make_norm(cfg.norm_style, H, eps)
-            if "post_mixer_sum" in where:
-                self.post_mixer_sum_norm = make_norm(cfg.norm_style, H, eps)
+            self._add_norms(MIXER_NORMS, where, cfg.norm_style, H, eps)
         ffn = _ffn(cfg, ffn_kind)
         if ffn is not None:
-            if "pre_ffn" in where:
-                self.post_attention_layernorm = make_norm(cfg.norm_style, H, eps)
-            if "post_ffn" in where:
-                self.post_ffn_norm = make_norm(cfg.norm_style, H, eps)
-            if "post_ffn_sum" in where:
-                self.post_ffn_sum_norm = make_norm(cfg.norm_style, H, eps)
+            self._add_norms(FFN_NORMS, where, cfg.norm_style, H, eps)
         if ffn_kind == "dense":
             self.mlp = ffn
         elif ffn is not None:
@@ -438,6 +433,11 @@ class DecoderLayer(nn.Module):
             w = torch.zeros(index + 2)
             w[-1] = 1.0
             self.dwa_weights = nn.Parameter(w)
+
+    def _add_norms(self, placements, where, style: str, H: int, eps: float) -> None:
+        for place, attr in placements:
+            if place in where:
+                setattr(self, attr, make_norm(style, H, eps))
 
     @property
     def ffn(self) -> nn.Module | None:
