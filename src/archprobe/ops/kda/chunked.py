@@ -314,18 +314,13 @@ def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state,
         # O = scale (Q exp(G) S + P V'), the scale folded into the matmul
         o = o.view(N * R, C, V).baddbmm(d.P_qk.view(N * R, C, C), v_new.view(N * R, C, V), beta=scale, alpha=scale)
     else:
-        # [W; exp(G) Q] and [U; 0] stacked per chunk: the loop reads the state with one product of 2C rows
-        WQ = torch.empty(N, R, 2 * C, K, dtype=dt, device=q.device)
-        UO = torch.empty(N, R, 2 * C, V, dtype=dt, device=q.device)
-        torch.matmul(inverse, d.k_decayed, out=WQ[:, :, :C])
-        WQ[:, :, C:] = d.q_decayed
-        torch.matmul(inverse, v, out=UO[:, :, :C])
-        UO[:, :, C:].zero_()
-        S = _state_loop(S0, UO, WQ, decay_last, d.k_to_end)
-        v_new, o = UO[:, :, :C], UO[:, :, C:]                            # V' and -Q exp(G) S
-        # O = scale (Q exp(G) S + P V') = -scale (-Q exp(G) S) + scale P V'
-        o = torch.baddbmm(o.reshape(N * R, C, V), d.P_qk.view(N * R, C, C), v_new.reshape(N * R, C, V),
-                          beta=-scale, alpha=scale)
+        W, v_new = inverse @ d.k_decayed, inverse @ v                   # v_new holds U until the loop
+        states = torch.empty(N, R, K, V, dtype=dt, device=q.device)     # S at the start of each chunk
+        S = _state_loop(S0, v_new, W, decay_last, d.k_to_end, states)
+        # O = scale (Q exp(G) S + P V'): the read-out of every chunk's state in one batched product after
+        # the loop (the loop keeps only what is sequential), the scale folded into the second product
+        o = torch.bmm(d.q_decayed.view(N * R, C, K), states.view(N * R, K, V))
+        o = o.baddbmm_(d.P_qk.view(N * R, C, C), v_new.view(N * R, C, V), beta=scale, alpha=scale)
     o_BTHV = o.view(N, B, H, C, V).permute(1, 0, 3, 2, 4)            # [B, N, C, H, V]
     if pad:
         out_BTHV.copy_(o_BTHV.reshape(B, N * C, H, V)[:, :T])
@@ -346,16 +341,17 @@ def _state_loop_autograd(S0, U, W, decay_last, k_to_end, q_decayed):
     return torch.stack(outs), torch.stack(v_new), S
 
 
-def _state_loop(S0, UO, WQ, decay_last, k_to_end):
-    """The sequential part without autograd, in place, three products per chunk n: [U; 0] - [W; exp(G) Q] S
-    gives V' and -(the read-out's Q exp(G) S) at once (into UO), then S = exp(G_last) S + (exp(G_last - G) K)^T V'
-    (two state buffers). Returns the final S."""
-    C = k_to_end.shape[-2]
-    S, spare = S0.clone(), torch.empty_like(S0)
+def _state_loop(S0, U, W, decay_last, k_to_end, states):
+    """The sequential part without autograd, in place, per chunk n: V' = U - W S (into U), then
+    S = exp(G_last) S + (exp(G_last - G) K)^T V', each chunk's S written into `states` [N, R, K, V] (the
+    read-out reads them after the loop). Returns the final S."""
+    states[0].copy_(S0)
+    final = torch.empty_like(S0)
+    nexts = list(states.unbind(0)[1:]) + [final]
     # per-chunk views made once, in C++ (indexing inside the loop costs more than the smallest steps)
-    for uo, wq, d, k_t in zip(UO.unbind(0), WQ.unbind(0), decay_last.unbind(0), k_to_end.mT.unbind(0), strict=True):
-        uo.baddbmm_(wq, S, alpha=-1)
-        torch.mul(S, d, out=spare)
-        spare.baddbmm_(k_t, uo[:, :C])
-        S, spare = spare, S
-    return S
+    for u, w, d, k_t, S, nxt in zip(U.unbind(0), W.unbind(0), decay_last.unbind(0), k_to_end.mT.unbind(0),
+                                    states.unbind(0), nexts, strict=True):
+        u.baddbmm_(w, S, alpha=-1)
+        torch.mul(S, d, out=nxt)
+        nxt.baddbmm_(k_t, u)
+    return final
