@@ -185,8 +185,8 @@ def slowest_span(G_NRCK) -> float:
     return -G_NRCK[..., -1, :].amax(-1).amin().item()
 
 
-def _shared_decay(g_NRCK, G_NRCK, ones_CC):
-    """h [N, R, C, 1]: the in-chunk cumsum of each token's smallest decay over the channels (max_c g <= 0),
+def _shared_decay(g_NRCK, G_NRCK):
+    """(h, G - h): h [N, R, C, 1] the in-chunk cumsum of each token's smallest decay over the channels (max_c g <= 0),
     the part of the decay every channel shares; None unless taking it out helps (some chunk shares more
     than SHARED_MIN, and the sub-blocks grow).
 
@@ -196,12 +196,13 @@ def _shared_decay(g_NRCK, G_NRCK, ones_CC):
     alike (K3's -5*sigmoid gates at their strong end: ~5 per token in every channel) G' hardly decays:
     full sub-blocks and a float32 solve instead of small sub-blocks and a float64 one."""
     m = g_NRCK.detach().amax(-1, keepdim=True).clamp_(max=0.0)   # detached: the result does not depend on h
-    h = ones_CC @ m
+    h = m.cumsum(-2)
     if -h[..., -1, :].amin().item() <= SHARED_MIN:
         return None
     # measured (benchmarks/kda.py's gates, T=2048, CPU time): 1.04-1.10x where the sub-blocks grow (K3's
     # strong end, s 8 -> 32), 0.93-0.96x where only the float64 solve would go (K3's typical gates)
-    return h if sub_block(G_NRCK - h) > sub_block(G_NRCK) else None
+    relative = G_NRCK - h
+    return (h, relative) if sub_block(relative) > sub_block(G_NRCK) else None
 
 
 def _with_shared_decay(d: Decayed, inverse, h):
@@ -289,10 +290,9 @@ def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state,
 
     q, k, v, g = (chunk_major(x, C, dt) for x in (q_BTHK, k_BTHK, v_BTHV, g_BTHK))
     beta = chunk_major(beta_BTH.unsqueeze(-1), C, dt)              # [N, R, C, 1]
-    ones = torch.ones(C, C, dtype=dt, device=q.device).tril_()
-    G = ones @ g                                                    # the in-chunk cumsum, as a matmul (faster)
+    G = g.cumsum(-2)                                                # the in-chunk cumsum
     grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, g, beta, initial_state))
-    shared = _shared_decay(g, G, ones) if G.shape[-1] > 1 else None
+    shared = _shared_decay(g, G) if G.shape[-1] > 1 else None
     if shared is None:
         if G.shape[-1] == 1 < K:   # one decay per head: solved undecayed, the decay put back on the inverse
             d, decay = _decayed_per_head(q, k, G)
@@ -301,10 +301,10 @@ def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state,
             d = _decayed(q, k, G, inference=not grad)
             inverse = _solve(d.A_kk, beta, slowest_span(G))
     else:   # the decay every channel shares taken out of the products and the solve, put back after them
-        relative = G - shared
+        h, relative = shared
         d = _decayed(q, k, relative, inference=not grad)
         inverse = _solve(d.A_kk, beta, slowest_span(relative))
-        d, inverse = _with_shared_decay(d, inverse, shared)
+        d, inverse = _with_shared_decay(d, inverse, h)
     decay_last = decay_exp(G[..., -1:, :]).mT                        # [N, R, K, 1]
     S0 = (torch.zeros(R, K, V, dtype=dt, device=q.device) if initial_state is None
           else initial_state.to(dt).reshape(R, K, V))
