@@ -288,3 +288,25 @@ def test_mild_gates_take_the_one_block_path_and_still_equal_the_recurrence(monke
         assert bool(calls) == expected, regime
         assert_close("recurrent_vs_chunked", ref, out, name=f"{regime} output")
         assert_close("recurrent_vs_chunked", s_ref, s, name=f"{regime} final state")
+
+
+def test_a_token_decaying_past_the_floor_is_capped_only_where_its_factors_were_below_it():
+    """`_capped`: with tokens decaying by up to hundreds per step ("extreme"), every in-chunk decay
+    exp(G_r - G_s) computed from the capped gates equals the exact one, or both are below exp(floor);
+    and the sub-blocks are never single tokens."""
+    from archprobe.ops.chunking import chunk_major, exp_floor
+    from archprobe.ops.kda import chunked
+
+    g = chunk_major(regime_inputs("extreme", T=128, K=16)[3], 32, torch.float32)
+    assert g.min().item() < exp_floor(torch.float32)
+    G, capped = g.double().cumsum(-2), chunked._capped(g).double().cumsum(-2)
+    pad = torch.nn.functional.pad
+    G, capped = pad(G, (0, 0, 1, 0)), pad(capped, (0, 0, 1, 0))   # the chunk's start as token 0
+    exact = G.unsqueeze(-2) - G.unsqueeze(-3)                       # [r, s] = G_r - G_s
+    ours = capped.unsqueeze(-2) - capped.unsqueeze(-3)
+    lower = torch.ones(33, 33, dtype=torch.bool).tril().unsqueeze(-1)
+    floor = exp_floor(torch.float32)
+    same = (exact - ours).abs() < 1e-3
+    both_below = (exact <= floor + 1e-9) & (ours <= floor + 1e-9)
+    assert bool((same | both_below | ~lower).all())
+    assert chunked.sub_block(capped[..., 1:, :].float()) >= 2

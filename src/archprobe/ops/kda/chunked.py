@@ -275,6 +275,17 @@ def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial
     return out, (final if output_final_state else None)
 
 
+def _capped(g_NRCK):
+    """Each token's log-decay raised to exp_floor. Exact to the floors' tolerance: every use of G is a
+    decay exp(G_r - G_s) over tokens (s, r] of one chunk, and where one of those tokens decays past the
+    floor the true factor and the capped one are both below exp(floor), as `decay_exp` clamps them anyway.
+    It bounds the sub-blocks from below (`sub_block` >= 2 at HALF_SPAN = -floor): a gate with a few
+    channels decaying ~60 per token (Kimi Linear's unbounded -exp(A) softplus) no longer cuts every chunk
+    into single tokens."""
+    floor = exp_floor(g_NRCK.dtype)
+    return g_NRCK.clamp(min=floor) if g_NRCK.min().item() < floor else g_NRCK
+
+
 def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state, out_BTHV, C):
     """One segment: writes its read-out into out_BTHV (a slice of the caller's output) and returns the
     state after its last token, [B, H, K, V] in the compute dtype."""
@@ -287,7 +298,8 @@ def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state,
 
     q, k, v, g = (chunk_major(x, C, dt) for x in (q_BTHK, k_BTHK, v_BTHV, g_BTHK))
     beta = chunk_major(beta_BTH.unsqueeze(-1), C, dt)              # [N, R, C, 1]
-    G = g.cumsum(-2)                                                # the in-chunk cumsum
+    # a token's decay below exp(floor) counts as exp(floor) (`_capped`), then the in-chunk cumsum
+    G = _capped(g).cumsum(-2)
     grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, g, beta, initial_state))
     shared = _shared_decay(g, G) if G.shape[-1] > 1 else None
     if shared is None:
