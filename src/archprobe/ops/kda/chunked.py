@@ -44,14 +44,19 @@ SOLVE_SPAN = 60.0   # a chunk whose slowest channel decays more than this is sol
 SOLVE_FLOOR = 1e-15  # entries of the float64 inverse below this are zeroed before it returns to float32
 
 
-def sub_block(G_NRCK) -> int:
+def sub_block(G_NRCK, h_NRC1=None) -> int:
     """The largest power of two s <= SUB whose blocks of s tokens decay by at most 2 * HALF_SPAN in every
-    channel (so the factored form's factors stay within exp(+-HALF_SPAN)); 1 for decays beyond that."""
+    channel (so the factored form's factors stay within exp(+-HALF_SPAN)); 1 for decays beyond that.
+    With h, of the relative decay G - h, read at the blocks' ends only (G - h is not formed)."""
     *lead, C, K = G_NRCK.shape
     s = min(SUB, C)
     while s > 1:
         Gs = G_NRCK.view(*lead, C // s, s, K)
-        if (Gs[..., 0, :] - Gs[..., -1, :]).max() <= 2 * HALF_SPAN:
+        span = Gs[..., 0, :] - Gs[..., -1, :]
+        if h_NRC1 is not None:
+            hs = h_NRC1.view(*lead, C // s, s, 1)
+            span = span - (hs[..., 0, :] - hs[..., -1, :])
+        if span.max() <= 2 * HALF_SPAN:
             break
         s //= 2
     return s
@@ -198,8 +203,7 @@ def _shared_decay(g_NRCK, G_NRCK):
         return None
     # measured (benchmarks/kda.py's gates, T=2048, CPU time): 1.04-1.10x where the sub-blocks grow (K3's
     # strong end, s 8 -> 32), 0.93-0.96x where only the float64 solve would go (K3's typical gates)
-    relative = G_NRCK - h
-    return (h, relative) if sub_block(relative) > sub_block(G_NRCK) else None
+    return (h, G_NRCK - h) if sub_block(G_NRCK, h) > sub_block(G_NRCK) else None
 
 
 def _with_shared_decay(d: Decayed, inverse, h):
