@@ -113,12 +113,16 @@ def _decayed(q_NRCK, k_NRCK, G_NRCK, inference: bool) -> Decayed:
     # 1 / row by a reciprocal, but under autograd an exp (one less saved tensor in the gradient's chain)
     inv_row = row.reciprocal() if inference else offset.neg().exp()
     ks, qs = k_NRCK.view(N, R, n, s, K), q_NRCK.view(N, R, n, s, K)
-    A_kk, P_qk = k_NRCK.new_zeros(N, R, C, C), k_NRCK.new_zeros(N, R, C, C)
-    if s > 1:
+    if s == C:   # one sub-block: its products are the whole chunk's (no zeros, no diagonal copies)
+        col = (ks * inv_row).view(N, R, C, K)
+        A_kk, P_qk = _bmm_t((ks * row).view(N, R, C, K), col), _bmm_t((qs * row).view(N, R, C, K), col)
+    else:
+        A_kk, P_qk = k_NRCK.new_zeros(N, R, C, C), k_NRCK.new_zeros(N, R, C, C)
+    if 1 < s < C:
         col = ks * inv_row                                           # K exp(ref - G_s)
         for out, x in ((A_kk, ks), (P_qk, qs)):   # the diagonal blocks of out, as a [N, R, s, s, n] view
             out.view(N, R, n, s, n, s).diagonal(dim1=2, dim2=4).copy_(_bmm_t(x * row, col).permute(0, 1, 3, 4, 2))
-    else:   # one token per block: only A(Q, K)'s diagonal, q_r . k_r
+    elif s == 1:   # one token per block: only A(Q, K)'s diagonal, q_r . k_r
         P_qk.diagonal(dim1=-2, dim2=-1).copy_((q_NRCK * k_NRCK).sum(-1))
     b = s
     while b < C:
