@@ -229,17 +229,37 @@ def test_no_subnormal_values_in_any_intermediate(regime, per_head):
     assert subnormal_count(out) == 0 and subnormal_count(s) == 0
 
 
-def test_the_op_picks_its_chunk_from_the_decay():
-    """32 for the gates models make (K3's bound, unbounded softplus); smaller only when a chunk's slowest
-    channel would decay past what even the float64 solve holds; an explicit chunk_size is used as given."""
+def test_the_op_picks_its_chunk_from_the_shape_and_the_decay():
+    """Per-channel gates: 32 only for large heads (K * V > SMALL_HEAD) whose chunks of 32 are one sub-block
+    (no channel decays past 2 * HALF_SPAN in one), else 16. Per-head gates: 32, halved only where a chunk
+    would decay past what even the float64 solve holds. An explicit chunk_size is used as given."""
     import archprobe.ops.kda.chunked as chunked
 
-    for regime in ("mild", "k3", "k3_strong_end", "unbounded"):
-        assert chunked.choose_chunk(regime_inputs(regime, T=256)[3], 16, 8) == chunked.SHAPE_CHUNK, regime
-    g = torch.full((1, 256, 2, 16), -40.0)          # 32 tokens of it: 1280, past CHUNK_SOLVE_SPAN
-    assert chunked.choose_chunk(g, 16, 8) == chunked.MIN_CHUNK
-    assert chunked.choose_chunk(torch.full((1, 256, 2, 16), -20.0), 16, 8) == 16   # 32 x 20 = 640 > 500
-    assert chunked.choose_chunk(torch.full((1, 256, 2, 16), -10.0), 16, 8) == 32   # 32 x 10 = 320
+    def full(value, K=128, T=256):
+        return torch.full((1, T, 2, K), value)
+
+    assert chunked.choose_chunk(regime_inputs("mild", T=256, K=128)[3], 128, 128) == 32
+    for regime in ("k3", "k3_strong_end", "unbounded"):   # some channel decays past 60 in 32 tokens
+        assert chunked.choose_chunk(regime_inputs(regime, T=256, K=128)[3], 128, 128) == 16, regime
+    assert chunked.choose_chunk(full(-1.8), 128, 128) == 32       # 32 x 1.8 = 57.6: one sub-block
+    assert chunked.choose_chunk(full(-1.9), 128, 128) == 16       # 60.8
+    for regime in ("mild", "k3", "k3_strong_end", "unbounded"):   # small heads: always 16
+        assert chunked.choose_chunk(regime_inputs(regime, T=256)[3], 16, 8) == 16, regime
+    assert chunked.choose_chunk(full(-0.1, K=64), 64, 64) == 16
+    assert chunked.choose_chunk(full(-0.1, K=64), 64, 128) == 32
+    per_head = chunked.per_head_gate
+    assert chunked.choose_chunk(per_head(full(-10.0, K=1)), 128, 128) == 32     # 32 x 10 = 320 <= 500
+    assert chunked.choose_chunk(per_head(full(-20.0, K=1)), 128, 128) == 16     # 640 > 500
+    assert chunked.choose_chunk(per_head(full(-40.0, K=1)), 128, 128) == 16     # not below MIN_CHUNK
+    q, k, v, g, beta = regime_inputs("mild", T=100, K=16, V=8)
+    calls = []
+    real = chunked._kda_segment
+    try:
+        chunked._kda_segment = lambda *a: calls.append(a[-1]) or real(*a)
+        kda_chunked(q, k, v, g, beta, chunk_size=64)
+    finally:
+        chunked._kda_segment = real
+    assert set(calls) == {64}
 
 
 def test_sub_blocks_keep_every_factor_within_range():

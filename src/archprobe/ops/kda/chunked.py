@@ -221,23 +221,33 @@ def _with_shared_decay(d: Decayed, inverse, h):
 
 
 SEGMENT_BYTES = 4 << 20   # a segment's q, k, v in float32: small enough to stay in a core's cache
-SHAPE_CHUNK = 32          # the chunk the op picks before it looks at the decay (benchmarks/kda.py: fastest on CPU)
-MIN_CHUNK = 16
+SHAPE_CHUNK = 32          # the largest chunk the op picks
+MIN_CHUNK = 16            # the smallest
+SMALL_HEAD = 64 * 64      # K * V up to which chunks of 16 ran faster at every decay (benchmarks/kda.py)
 CHUNK_SOLVE_SPAN = 500.0  # the most a chunk's slowest channel may decay: float64 holds exp(-700)
 
 
 def choose_chunk(g_BTHK: torch.Tensor, K: int, V: int) -> int:
-    """The chunk size when the caller gives none: SHAPE_CHUNK, halved (down to MIN_CHUNK) while some
-    chunk's slowest channel decays by more than CHUNK_SOLVE_SPAN, which even the float64 solve could not
-    hold without subnormal steps. One pass over g."""
+    """The chunk size when the caller gives none. Per-channel gates: SHAPE_CHUNK where it is one sub-block
+    (no channel decays by more than 2 * HALF_SPAN over a chunk, so no levels and a float32 solve) and the
+    heads are large (K * V > SMALL_HEAD: the state's products dominate and larger ones run nearer the
+    peak); MIN_CHUNK otherwise, where the in-chunk work (its sub-block levels, its float64 solve, or its
+    share of small heads) is what halving the chunk halves. Measured at T=8192, 2 threads: 16 ran
+    1.02-1.11x 32 at H=4, K=V=64 in every regime; at H=8, K=V=128, 32 ran 1.15x 16 on mild gates, 16 ran
+    1.02-1.15x 32 on the others. One-decay-per-head gates (Gated DeltaNet, solved undecayed):
+    SHAPE_CHUNK, halved while some chunk decays by more than CHUNK_SOLVE_SPAN. One pass over g."""
     B, T, H, Kg = g_BTHK.shape
     C = SHAPE_CHUNK
-    while C > MIN_CHUNK and T >= C:
-        n = T // C
-        sums = g_BTHK[:, :n * C].float().reshape(B, n, C, H, Kg).sum(2)        # each chunk's decay per channel
-        if -sums.amax(-1).amin().item() <= CHUNK_SOLVE_SPAN:
-            break
+    if T < C:
+        return C
+    n = T // C
+    sums = g_BTHK[:, :n * C].float().reshape(B, n, C, H, Kg).sum(2)        # each chunk's decay per channel
+    if Kg > 1:
+        return C if K * V > SMALL_HEAD and -sums.amin().item() <= 2 * HALF_SPAN else MIN_CHUNK
+    while C > MIN_CHUNK and -sums.amin().item() > CHUNK_SOLVE_SPAN:
         C //= 2
+        n = T // C
+        sums = g_BTHK[:, :n * C].float().reshape(B, n, C, H, Kg).sum(2)
     return C
 
 
