@@ -6,33 +6,36 @@ a_t = dt_t * A <= 0 per token, input u_t = dt_t x_t [P], key B_t [N] and query C
     S_t = exp(a_t) S_{t-1} + u_t B_t^T        (state [P, N], float32)
     y_t = S_t C_t
 
-Chunked over C tokens, with seg[r, s] the sum of a over (s, r] (one number per token pair and head,
-summed directly, see `segment_sums`) and cum the in-chunk cumsum of a:
+Chunked over C tokens, with cum the in-chunk cumulative sum of a (inclusive) and seg[r, s] = cum_r - cum_s:
 
     y   = ((C B^T) * L) U + exp(cum) (C S_prev^T),     L[r, s] = exp(seg[r, s]) for s <= r, else 0
-    S   = exp(cum_last) S_prev + (L[last, :] U)^T B
+    S   = exp(cum_last) S_prev + (exp(cum_last - cum) U)^T B
 
-Everything but the state line is batched over all chunks; the loop does the C S_prev^T read-out and the
-state update. The D skip, the gate and the norm stay in the module (nn/mamba2.py).
+How the fast form stays exact and cheap:
+- cum is summed in float64 and split into hi (its float32 rounding) and a tiny rest lo. seg = hi_r - hi_s is
+  then one float32 subtraction of two nearby numbers (exact where it matters, |seg| <= 30), and the rest's
+  factors exp(lo_r), exp(-lo_s) ride on per-token vectors (the output rows and U). A float32 cum_r - cum_s
+  would lose 5 digits at a decay sum of ~1000; summing every segment directly costs a cumsum over [C, C].
+- Every exp whose argument is below the float32 floor (exp(-30) ~ 1e-13) is exactly 0, never subnormal.
+- The intra-chunk product and the read-out of the state are one matmul per chunk: [(C B^T) * L | C'] @ [U ; S^T].
+- The sequential part is one fused multiply-add per chunk on the state; everything else is batched over the
+  chunks of a segment, and long sequences run as a chain of segments sized to stay in cache.
+The D skip, the gate and the norm stay in the module (nn/mamba2.py).
 Legend: B batch, T tokens, H heads, P head dim, N state size, C chunk size, R = B * H, NC chunks.
 """
 
 from __future__ import annotations
 
+import math
+import threading
+
 import torch
+import torch.nn.functional as F
 
-from archprobe.ops.chunking import chunk_major, decay_exp
+from archprobe.ops.chunking import FLOAT32_EXP_FLOOR
 
-
-def segment_sums(a):
-    """[..., C] -> [..., C, C]: the sum of a over (s, r] at [r, s] for s <= r (0 on the diagonal), -inf
-    above. Each entry is a direct sum of its own segment, not cum_r - cum_s: two large cumulative sums
-    would cancel to a difference carrying their rounding error (5 digits lost at a decay sum of ~1000)."""
-    C = a.shape[-1]
-    below = torch.ones(C, C, dtype=torch.bool, device=a.device).tril(-1)
-    seg = a.unsqueeze(-1).expand(*a.shape, C).masked_fill(~below, 0.0).cumsum(-2)   # [r, s] = sum a_t, s < t <= r
-    upper = torch.ones(C, C, dtype=torch.bool, device=a.device).triu(1)
-    return seg.masked_fill(upper, -float("inf"))
+LOG2E = 1.0 / math.log(2.0)
+FLOOR2 = FLOAT32_EXP_FLOOR * LOG2E   # the exp floor in log2 units: exp2 runs ~3x faster than exp on CPU
 
 
 def ssd_recurrent(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, *, initial_state=None, output_final_state=False):
@@ -50,60 +53,202 @@ def ssd_recurrent(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, *, initial_state=None, ou
     return y, (S if output_final_state else None)
 
 
-SEGMENT_BYTES = 8 << 20   # a segment's x, B and C in float32: its [C, C] tensors and copies stay a few MB
+SEGMENT_BYTES = 2 << 20   # a segment's x, B and C in float32 (its buffers are ~3x that): measured best at 1.5-2 MB
+
+
+def default_chunk(P: int, N: int) -> int:
+    """The op's chunk when the caller gives none."""
+    return 32
+
+
+def segment_tokens(R: int, P: int, N: int, chunk: int) -> int:
+    """Tokens per segment (a whole number of chunks): the segment's tensors stay in cache."""
+    tokens = SEGMENT_BYTES // max(1, R * (P + 2 * N) * 4)
+    return max(chunk, tokens // chunk * chunk)
 
 
 def ssd_chunked(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, *, initial_state=None, output_final_state=False,
-                chunk_size=64):
-    """Same contract as `ssd_recurrent`: the chunked (matmul) form. Long sequences run as a chain of
-    segments with the state carried across (exact), so the working memory does not grow with T."""
+                chunk_size=None):
+    """Same contract as `ssd_recurrent`: the chunked (matmul) form. chunk_size: tokens per chunk, or None
+    for the op's own choice. Long sequences run as a chain of segments with the state carried across
+    (exact), so the working memory does not grow with T."""
     Bsz, T, H, P = x_BTHP.shape
     N = B_BTHN.shape[-1]
     if T == 0:
         return ssd_recurrent(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, initial_state=initial_state,
                              output_final_state=output_final_state)
-    per_token = Bsz * H * (P + 2 * N) * 4
-    L = max(chunk_size, SEGMENT_BYTES // max(1, per_token) // chunk_size * chunk_size)
-    S = (initial_state.float().reshape(Bsz * H, P, N) if initial_state is not None
-         else x_BTHP.new_zeros(Bsz * H, P, N, dtype=torch.float32))
-    parts = []
+    C = default_chunk(P, N) if chunk_size is None else int(chunk_size)
+    if C < 1:
+        raise ValueError(f"chunk_size {chunk_size} must be a positive number of tokens")
+    R = Bsz * H
+    A_R = A_H.float().repeat(Bsz)                                                  # [R], r = b * H + h
+    S_T = (initial_state.float().reshape(R, P, N).mT.contiguous() if initial_state is not None
+           else x_BTHP.new_zeros(R, N, P, dtype=torch.float32))                   # the state, transposed
+    grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                           for t in (x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, initial_state))
+    L = segment_tokens(R, P, N, C)
+    if grad:
+        parts = []
+        for start in range(0, T, L):
+            seg = slice(start, start + L)
+            y, S_T = _segment_autograd(x_BTHP[:, seg], dt_BTH[:, seg], A_R, B_BTHN[:, seg], C_BTHN[:, seg], S_T, C)
+            parts.append(y)
+        out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+    else:
+        out, S_T = _chunked_inplace(x_BTHP, dt_BTH, A_R, B_BTHN, C_BTHN, S_T, C, L)
+    return out, (S_T.mT.reshape(Bsz, H, P, N).contiguous() if output_final_state else None)
+
+
+def chunked_view(t_BTHX: torch.Tensor, C: int) -> torch.Tensor:
+    """[B, T, H, X] -> a [NC, B, H, C, X] view (no copy), zero-padded first when T is not whole chunks."""
+    Bsz, T, H, X = t_BTHX.shape
+    pad = (-T) % C
+    if pad:
+        t_BTHX = F.pad(t_BTHX, (0, 0, 0, 0, 0, pad))
+    return t_BTHX.view(Bsz, (T + pad) // C, C, H, X).permute(1, 0, 3, 2, 4)
+
+
+def in_chunk_decay_sums(dt_BTH, A_R, C):
+    """(dt [NC, R, C] float32, cum [NC, R, C] float64): the in-chunk cumulative log-decay of one segment,
+    summed in float64 from the float32 products dt * A the recurrence uses."""
+    Bsz, T, H = dt_BTH.shape
+    dt = chunked_view(dt_BTH.float().unsqueeze(-1), C).reshape(-1, Bsz * H, C)
+    return dt, (dt * A_R[:, None]).double().cumsum(-1)
+
+
+def exp_or_zero(log_e, log_2=None):
+    """exp(log_e) (as exp2(log_2) when given) where log_e >= the float32 floor, else exactly 0; as float32
+    [..., 1]. Computed in float64, so no float32 product of it can turn subnormal."""
+    e = torch.exp2(log_2) if log_2 is not None else torch.exp(log_e)
+    return torch.where(log_e >= FLOAT32_EXP_FLOOR, e, 0.0).float().unsqueeze(-1)
+
+
+def decay_factors(dt_BTH, A_R, C):
+    """The per-token factors of one segment, each [NC, R, C, 1] float32 (see the module docstring):
+    hi (the in-chunk decay sum, log2 units, float32), f_u = dt exp(-lo) for U, f_q = exp(cum) exp(-lo) for the
+    read-out queries, f_w = exp(cum_last - cum) exp(lo) for the state update, f_y = exp(lo) for the output rows,
+    and d = exp(cum_last) [NC, R, 1, 1], the decay over the whole chunk."""
+    dt, cum = in_chunk_decay_sums(dt_BTH, A_R, C)
+    c2 = cum * LOG2E
+    hi = c2.float()
+    lo = c2 - hi.double()
+    last = cum[..., -1:]
+    f_u = (dt.double() * torch.exp2(-lo)).float().unsqueeze(-1)
+    f_q = exp_or_zero(cum, hi.double())
+    f_w = exp_or_zero(last - cum, (last - cum) * LOG2E + lo)
+    f_y = torch.exp2(lo).float().unsqueeze(-1)
+    d = exp_or_zero(last)
+    return hi.unsqueeze(-1), f_u, f_q, f_w, f_y, d
+
+
+def causal_mask(C: int, device) -> torch.Tensor:
+    """[C, C]: 0 on and below the diagonal, -inf above (added to a log-decay, it zeroes the future)."""
+    return torch.zeros(C, C, device=device).masked_fill_(torch.ones(C, C, dtype=torch.bool, device=device).triu_(1),
+                                                         -float("inf"))
+
+
+class Workspace(threading.local):
+    """The no-grad path's buffers, kept per thread between calls: a fresh large temporary costs a page
+    fault per 4 KB on first touch (measured: a quarter of the op's time at T = 8192). Capped in size."""
+    limit_bytes = 64 << 20
+
+    def __init__(self):
+        self.flat = torch.empty(0)
+
+    def views(self, *shapes) -> list[torch.Tensor]:
+        """Contiguous float32 CPU tensors of these shapes, carved from one buffer (reused when it fits)."""
+        sizes = [math.prod(s) for s in shapes]
+        total = sum(sizes)
+        flat = self.flat
+        if flat.numel() < total:
+            flat = torch.empty(total)
+            if total * 4 <= self.limit_bytes:
+                self.flat = flat
+        out, at = [], 0
+        for shape, n in zip(shapes, sizes, strict=True):
+            out.append(flat[at:at + n].view(shape))
+            at += n
+        return out
+
+
+WORKSPACE = Workspace()
+
+
+def _chunked_inplace(x_BTHP, dt_BTH, A_R, B_BTHN, C_BTHN, S_T, C, L):
+    """The whole sequence without autograd: the factors once, the buffers once, then segment after segment
+    of L tokens, each written into `out`."""
+    Bsz, T, H, P = x_BTHP.shape
+    N = B_BTHN.shape[-1]
+    R = Bsz * H
+    hi, f_u, f_q, f_w, f_y, d = decay_factors(dt_BTH, A_R, C)                     # [NCt, R, C, 1] each
+    mask = causal_mask(C, hi.device)
+    out = x_BTHP.new_empty(Bsz, T, H, P, dtype=torch.float32)
+    M = min(L, T + (-T) % C) // C                                                  # chunks per segment
+    workspace = WORKSPACE if x_BTHP.device.type == "cpu" else Workspace()
+    bufs = workspace.views((M + 1, R, N, P), (M, R, C, C), (M, R, C, C), *[(M, Bsz, H, C, N)] * 4,
+                           (M, Bsz, H, C, P), (M, R, C, P))
     for start in range(0, T, L):
         seg = slice(start, start + L)
-        part, S = _ssd_segment(x_BTHP[:, seg], dt_BTH[:, seg], A_H, B_BTHN[:, seg], C_BTHN[:, seg], S, chunk_size)
-        parts.append(part)
-    y = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
-    return y, (S.view(Bsz, H, P, N) if output_final_state else None)
+        x6, B6, C6 = (chunked_view(t[:, seg].float(), C) for t in (x_BTHP, B_BTHN, C_BTHN))
+        m = x6.shape[0]
+        c0 = start // C
+        fac = [f[c0:c0 + m] for f in (hi, f_u, f_q, f_w, f_y, d)]
+        S_T = _segment(x6, B6, C6, fac, mask, S_T, *[b[:m + 1] if i == 0 else b[:m] for i, b in enumerate(bufs)],
+                       out[:, seg])
+    return out, S_T
 
 
-def _ssd_segment(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, S, Cc):
-    """One segment from state S [R, P, N]: returns (y [B, T, H, P] float32, the state after it)."""
+def _segment(x6, B6, C6, fac, mask, S_T, states, G, decay, Bc, Cc, Bw, Cq, u, y, out_BTHP):
+    """One segment of m chunks, into the given buffers: y into out_BTHP; returns the state after it."""
+    hi, f_u, f_q, f_w, f_y, d = fac
+    m, Bsz, H, C, N = Bc.shape
+    P = x6.shape[-1]
+    R = Bsz * H
+    f6 = (m, Bsz, H, C, 1)
+    torch.mul(x6, f_u.view(f6), out=u)
+    torch.mul(B6, f_w.view(f6), out=Bw)
+    torch.mul(C6, f_q.view(f6), out=Cq)
+    Bc.copy_(B6)
+    Cc.copy_(C6)
+    torch.sub(hi, hi.mT, out=decay).add_(mask)                                     # log2 decay from s to r
+    F.threshold_(decay, FLOOR2, -float("inf")).exp2_()
+    G = torch.bmm(Cc.view(m * R, C, N), Bc.view(m * R, C, N).mT, out=G.view(m * R, C, C))
+    G.view(m, R, C, C).mul_(decay)
+    u = u.view(m * R, C, P)
+    torch.bmm(Bw.view(m * R, C, N).mT, u, out=states[1:].view(m * R, N, P))        # each chunk's own state
+    states[0] = S_T
+    for n in range(m):   # the sequential part: S_{n+1} = local_n + d_n S_n, in place
+        states[n + 1].addcmul_(states[n], d[n])
+    y = torch.bmm(G, u, out=y.view(m * R, C, P))
+    y.baddbmm_(Cq.view(m * R, C, N), states[:m].view(m * R, N, P))
+    y6 = y.view(m, Bsz, H, C, P)
+    T = out_BTHP.shape[1]
+    if m * C == T:   # the output rows' factor, written straight into the caller's layout
+        torch.mul(y6, f_y.view(f6), out=out_BTHP.view(Bsz, m, C, H, P).permute(1, 0, 3, 2, 4))
+    else:            # the last, padded segment
+        out_BTHP.copy_((y6 * f_y.view(f6)).permute(1, 0, 3, 2, 4).reshape(Bsz, m * C, H, P)[:, :T])
+    return states[m].clone()
+
+
+def _segment_autograd(x_BTHP, dt_BTH, A_R, B_BTHN, C_BTHN, S_T, C):
+    """The same segment in out-of-place ops, for autograd: returns (y [B, T, H, P], the state after it).
+    Its decays come straight from the float64 sums (no hi/lo split): a float32 hi_r - hi_s would pass its
+    diagonal's large, cancelling gradients through float32 sums (dA off by 8e-5 at strong decay)."""
     Bsz, T, H, P = x_BTHP.shape
     R = Bsz * H
-    # [NC, R, C, X] float32, zero-padded to whole chunks (a zero dt adds nothing)
-    dt = chunk_major(dt_BTH.unsqueeze(-1), Cc, torch.float32)                      # [NC, R, C, 1]
-    NC = dt.shape[0]
-    u = chunk_major(x_BTHP, Cc, torch.float32) * dt                                # dt x
-    Bm, Cm = chunk_major(B_BTHN, Cc, torch.float32), chunk_major(C_BTHN, Cc, torch.float32)
-    a = (dt * A_H.float().repeat(Bsz).view(1, R, 1, 1)).squeeze(-1)               # log-decay per token [NC, R, C]
-    seg = segment_sums(a)                                                          # [NC, R, C, C]
-    L = decay_exp(seg).masked_fill(seg == -float("inf"), 0.0)
-    y = ((Cm @ Bm.mT) * L) @ u                                                     # intra-chunk, [NC, R, C, P]
-    cum = a.cumsum(-1).unsqueeze(-1)                                               # a direct sum from the start
-    q_decayed = Cm * decay_exp(cum)                                                # exp(cum_r) C_r
-    u_to_end = u * L[:, :, -1, :].unsqueeze(-1)                                    # exp(sum of a after s) u_s
-    decay_last = decay_exp(cum[:, :, -1:])                                         # [NC, R, 1, 1]
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (y, S, q_decayed, u_to_end, Bm)):
-        outs = []
-        for n in range(NC):   # the sequential part: read the state out, then carry it over the chunk
-            outs.append(q_decayed[n] @ S.mT)
-            S = S * decay_last[n] + u_to_end[n].mT @ Bm[n]
-        y = y + torch.stack(outs)
-    else:   # in place: the read-out accumulates into y, the state alternates between two buffers
-        S, spare = S.clone(), torch.empty_like(S)
-        for y_n, q_n, d_n, u_n, b_n in zip(y.unbind(0), q_decayed.unbind(0), decay_last.unbind(0),
-                                           u_to_end.mT.unbind(0), Bm.unbind(0), strict=True):
-            y_n.baddbmm_(q_n, S.mT)
-            torch.mul(S, d_n, out=spare)
-            spare.baddbmm_(u_n, b_n)
-            S, spare = spare, S
-    return y.view(NC, Bsz, H, Cc, P).permute(1, 0, 3, 2, 4).reshape(Bsz, NC * Cc, H, P)[:, :T], S
+    dt, cum = in_chunk_decay_sums(dt_BTH, A_R, C)
+    NC = cum.shape[0]
+    x, Bm, Cm = (chunked_view(t.float(), C).reshape(NC, R, C, -1) for t in (x_BTHP, B_BTHN, C_BTHN))
+    seg = cum.unsqueeze(-1) - cum.unsqueeze(-2) + causal_mask(C, cum.device).double()
+    decay = F.threshold(seg, FLOAT32_EXP_FLOOR, -float("inf")).exp().float()
+    u = x * dt.unsqueeze(-1)
+    y = ((Cm @ Bm.mT) * decay) @ u
+    last = cum[..., -1:]
+    local = (Bm * exp_or_zero(last - cum)).mT @ u
+    q, d = Cm * exp_or_zero(cum), exp_or_zero(last)
+    reads = []
+    for n in range(NC):
+        reads.append(q[n] @ S_T)
+        S_T = S_T * d[n] + local[n]
+    y = (y + torch.stack(reads)).view(NC, Bsz, H, C, P).permute(1, 0, 3, 2, 4).reshape(Bsz, NC * C, H, P)
+    return y[:, :T], S_T
