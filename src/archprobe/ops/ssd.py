@@ -124,21 +124,20 @@ def exp_or_zero(log_e, log_2=None):
 
 
 def decay_factors(dt_BTH, A_R, C):
-    """The per-token factors of one segment, each [NC, R, C, 1] float32 (see the module docstring):
-    hi (the in-chunk decay sum, log2 units, float32), f_u = dt exp(-lo) for U, f_q = exp(cum) exp(-lo) for the
-    read-out queries, f_w = exp(cum_last - cum) exp(lo) for the state update, f_y = exp(lo) for the output rows,
-    and d = exp(cum_last) [NC, R, 1, 1], the decay over the whole chunk."""
+    """The per-token factors of a sequence (see the module docstring), float32, chunk-major:
+    hi [NC, R, C, 1], the in-chunk decay sum in log2 units; f_u = dt exp(-lo) [NC, R, C, 1], for U;
+    f_B [2, NC, R, C, 1] = (exp(cum_last - cum) exp(lo), 1), for B in the state update and in C B^T;
+    f_C [2, NC, R, C, 1] = (exp(cum), exp(lo)), for C in the read-out and in C B^T (so the output rows need
+    no factor of their own); d [NC, R, 1, 1] = exp(cum_last), the decay over the whole chunk."""
     dt, cum = in_chunk_decay_sums(dt_BTH, A_R, C)
     c2 = cum * LOG2E
     hi = c2.float()
     lo = c2 - hi.double()
     last = cum[..., -1:]
     f_u = (dt.double() * torch.exp2(-lo)).float().unsqueeze(-1)
-    f_q = exp_or_zero(cum, hi.double())
-    f_w = exp_or_zero(last - cum, (last - cum) * LOG2E + lo)
-    f_y = torch.exp2(lo).float().unsqueeze(-1)
-    d = exp_or_zero(last)
-    return hi.unsqueeze(-1), f_u, f_q, f_w, f_y, d
+    f_B = torch.stack([exp_or_zero(last - cum, (last - cum) * LOG2E + lo), torch.ones_like(f_u)])
+    f_C = torch.stack([exp_or_zero(cum, c2), torch.exp2(lo).float().unsqueeze(-1)])
+    return hi.unsqueeze(-1), f_u, f_B, f_C, exp_or_zero(last)
 
 
 def causal_mask(C: int, device) -> torch.Tensor:
@@ -180,53 +179,52 @@ def _chunked_inplace(x_BTHP, dt_BTH, A_R, B_BTHN, C_BTHN, S_T, C, L):
     Bsz, T, H, P = x_BTHP.shape
     N = B_BTHN.shape[-1]
     R = Bsz * H
-    hi, f_u, f_q, f_w, f_y, d = decay_factors(dt_BTH, A_R, C)                     # [NCt, R, C, 1] each
+    hi, f_u, f_B, f_C, d = decay_factors(dt_BTH, A_R, C)
     mask = causal_mask(C, hi.device)
     out = x_BTHP.new_empty(Bsz, T, H, P, dtype=torch.float32)
     M = min(L, T + (-T) % C) // C                                                  # chunks per segment
     workspace = WORKSPACE if x_BTHP.device.type == "cpu" else Workspace()
-    bufs = workspace.views((M + 1, R, N, P), (M, R, C, C), (M, R, C, C), *[(M, Bsz, H, C, N)] * 4,
-                           (M, Bsz, H, C, P), (M, R, C, P))
+    bufs = workspace.views((M + 1, R, N, P), (M, R, C, C), (M, R, C, C), (2, M, Bsz, H, C, N),
+                           (2, M, Bsz, H, C, N), (M, Bsz, H, C, P), (M, R, C, P))
     for start in range(0, T, L):
         seg = slice(start, start + L)
         x6, B6, C6 = (chunked_view(t[:, seg].float(), C) for t in (x_BTHP, B_BTHN, C_BTHN))
         m = x6.shape[0]
         c0 = start // C
-        fac = [f[c0:c0 + m] for f in (hi, f_u, f_q, f_w, f_y, d)]
-        S_T = _segment(x6, B6, C6, fac, mask, S_T, *[b[:m + 1] if i == 0 else b[:m] for i, b in enumerate(bufs)],
-                       out[:, seg])
+        fac = (hi[c0:c0 + m], f_u[c0:c0 + m], f_B[:, c0:c0 + m], f_C[:, c0:c0 + m], d[c0:c0 + m])
+        S_T = _segment(x6, B6, C6, fac, mask, S_T, *[b[:, :m] if b.dim() == 6 else b[:m + (i == 0)]
+                                                      for i, b in enumerate(bufs)], out[:, seg])
     return out, S_T
 
 
-def _segment(x6, B6, C6, fac, mask, S_T, states, G, decay, Bc, Cc, Bw, Cq, u, y, out_BTHP):
+def _segment(x6, B6, C6, fac, mask, S_T, states, G, decay, B2, C2, u, y, out_BTHP):
     """One segment of m chunks, into the given buffers: y into out_BTHP; returns the state after it."""
-    hi, f_u, f_q, f_w, f_y, d = fac
-    m, Bsz, H, C, N = Bc.shape
+    hi, f_u, f_B, f_C, d = fac
+    _, m, Bsz, H, C, N = B2.shape
     P = x6.shape[-1]
     R = Bsz * H
-    f6 = (m, Bsz, H, C, 1)
-    torch.mul(x6, f_u.view(f6), out=u)
-    torch.mul(B6, f_w.view(f6), out=Bw)
-    torch.mul(C6, f_q.view(f6), out=Cq)
-    Bc.copy_(B6)
-    Cc.copy_(C6)
+    torch.mul(x6, f_u.view(m, Bsz, H, C, 1), out=u)
+    torch.mul(B6, f_B.view(2, m, Bsz, H, C, 1), out=B2)                            # (B exp(last - cum), B)
+    torch.mul(C6, f_C.view(2, m, Bsz, H, C, 1), out=C2)                            # (C exp(cum), C exp(lo))
+    Bw, Bc = B2.view(2, m * R, C, N)
+    Cq, Cc = C2.view(2, m * R, C, N)
     torch.sub(hi, hi.mT, out=decay).add_(mask)                                     # log2 decay from s to r
     F.threshold_(decay, FLOOR2, -float("inf")).exp2_()
-    G = torch.bmm(Cc.view(m * R, C, N), Bc.view(m * R, C, N).mT, out=G.view(m * R, C, C))
+    G = torch.bmm(Cc, Bc.mT, out=G.view(m * R, C, C))
     G.view(m, R, C, C).mul_(decay)
     u = u.view(m * R, C, P)
-    torch.bmm(Bw.view(m * R, C, N).mT, u, out=states[1:].view(m * R, N, P))        # each chunk's own state
+    torch.bmm(Bw.mT, u, out=states[1:].view(m * R, N, P))                          # each chunk's own state
     states[0] = S_T
     for n in range(m):   # the sequential part: S_{n+1} = local_n + d_n S_n, in place
         states[n + 1].addcmul_(states[n], d[n])
     y = torch.bmm(G, u, out=y.view(m * R, C, P))
-    y.baddbmm_(Cq.view(m * R, C, N), states[:m].view(m * R, N, P))
+    y.baddbmm_(Cq, states[:m].view(m * R, N, P))
     y6 = y.view(m, Bsz, H, C, P)
     T = out_BTHP.shape[1]
-    if m * C == T:   # the output rows' factor, written straight into the caller's layout
-        torch.mul(y6, f_y.view(f6), out=out_BTHP.view(Bsz, m, C, H, P).permute(1, 0, 3, 2, 4))
+    if m * C == T:   # straight into the caller's layout
+        out_BTHP.view(Bsz, m, C, H, P).permute(1, 0, 3, 2, 4).copy_(y6)
     else:            # the last, padded segment
-        out_BTHP.copy_((y6 * f_y.view(f6)).permute(1, 0, 3, 2, 4).reshape(Bsz, m * C, H, P)[:, :T])
+        out_BTHP.copy_(y6.permute(1, 0, 3, 2, 4).reshape(Bsz, m * C, H, P)[:, :T])
     return states[m].clone()
 
 
