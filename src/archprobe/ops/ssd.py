@@ -128,16 +128,23 @@ def decay_factors(dt_BTH, A_R, C):
     hi [NC, R, C, 1], the in-chunk decay sum in log2 units; f_u = dt exp(-lo) [NC, R, C, 1], for U;
     f_B [2, NC, R, C, 1] = (exp(cum_last - cum) exp(lo), 1), for B in the state update and in C B^T;
     f_C [2, NC, R, C, 1] = (exp(cum), exp(lo)), for C in the read-out and in C B^T (so the output rows need
-    no factor of their own); d [NC, R, 1, 1] = exp(cum_last), the decay over the whole chunk."""
-    dt, cum = in_chunk_decay_sums(dt_BTH, A_R, C)
-    c2 = cum * LOG2E
+    no factor of their own); d [NC, R, 1, 1] = exp(cum_last), the decay over the whole chunk.
+    Only the sum runs in float64: with hi and lo apart, every factor is a float32 exp2 of a difference
+    of two hi (exact where it matters) or of a tiny lo. Below the floor, a factor is exactly 0."""
+    Bsz, T, H = dt_BTH.shape
+    dt = chunked_view(dt_BTH.float().unsqueeze(-1), C).reshape(-1, Bsz * H, C)    # [NC, R, C]
+    c2 = (dt * A_R[:, None]).double().cumsum_(-1).mul_(LOG2E)                    # as the recurrence rounds dt A
     hi = c2.float()
-    lo = c2 - hi.double()
-    last = cum[..., -1:]
-    f_u = (dt.double() * torch.exp2(-lo)).float().unsqueeze(-1)
-    f_B = torch.stack([exp_or_zero(last - cum, (last - cum) * LOG2E + lo), torch.ones_like(f_u)])
-    f_C = torch.stack([exp_or_zero(cum, c2), torch.exp2(lo).float().unsqueeze(-1)])
-    return hi.unsqueeze(-1), f_u, f_B, f_C, exp_or_zero(last)
+    e_lo = torch.exp2(c2.sub_(hi).float())                                         # exp(lo), ~1
+    NC, R = dt.shape[:2]
+    f_B, f_C = torch.empty(2, NC, R, C), torch.empty(2, NC, R, C)
+    torch.mul(F.threshold(hi, FLOOR2, -float("inf")).exp2_(), e_lo, out=f_C[0])
+    f_C[1] = e_lo
+    hi_last, e_lo_last = hi[..., -1:], e_lo[..., -1:]
+    F.threshold_(torch.sub(hi_last, hi, out=f_B[0]), FLOOR2, -float("inf")).exp2_().mul_(e_lo_last)
+    f_B[1] = 1.0
+    d = F.threshold(hi_last, FLOOR2, -float("inf")).exp2_().mul_(e_lo_last)
+    return hi.unsqueeze(-1), dt.div_(e_lo).unsqueeze(-1), f_B.unsqueeze(-1), f_C.unsqueeze(-1), d.unsqueeze(-1)
 
 
 def causal_mask(C: int, device) -> torch.Tensor:
@@ -215,8 +222,9 @@ def _segment(x6, B6, C6, fac, mask, S_T, states, G, decay, B2, C2, u, y, out_BTH
     u = u.view(m * R, C, P)
     torch.bmm(Bw.mT, u, out=states[1:].view(m * R, N, P))                          # each chunk's own state
     states[0] = S_T
+    S, dn = states.unbind(0), d.unbind(0)   # views made once: indexing in the loop costs as much as the op
     for n in range(m):   # the sequential part: S_{n+1} = local_n + d_n S_n, in place
-        states[n + 1].addcmul_(states[n], d[n])
+        S[n + 1].addcmul_(S[n], dn[n])
     y = torch.bmm(G, u, out=y.view(m * R, C, P))
     y.baddbmm_(Cq, states[:m].view(m * R, N, P))
     y6 = y.view(m, Bsz, H, C, P)
