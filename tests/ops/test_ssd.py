@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from archprobe.ops.ssd import ssd_chunked, ssd_recurrent
 from archprobe.testing import assert_close, assert_fast_gradients
@@ -79,3 +80,73 @@ def test_gradients_match_the_recurrence():
 
     assert_fast_gradients(("x", "dt", "A", "B", "C"), (x, dt, A, Bm, Cm), weight, reference, ssd_recurrent,
                           lambda *a: ssd_chunked(*a, chunk_size=16))
+
+
+# --- issue 17: the decay regimes of benchmarks/gdn_ssd.py at the op's defaults, no subnormals ---
+
+def regime_inputs(regime, T=300, H=3, P=8, N=6, seed=0):
+    """dt as Mamba-2 feeds it (softplus) with A = -(1..16), as benchmarks/gdn_ssd.py draws them: mild,
+    typical, strong, and "extreme" (a chunk's decay far past float32's range in a few tokens)."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(1, T, H, P, generator=gen)
+    z = torch.randn(1, T, H, generator=gen)
+    dt = {"mild": F.softplus(z - 4), "typical": F.softplus(z), "strong": F.softplus(z + 2) * 2,
+          "extreme": 50 * torch.rand(1, T, H, generator=gen)}[regime]
+    A = -(1 + 15 * torch.rand(H, generator=gen))
+    return x, dt, A, torch.randn(1, T, H, N, generator=gen), torch.randn(1, T, H, N, generator=gen)
+
+
+REGIMES = ["mild", "typical", "strong", "extreme"]
+
+
+@pytest.mark.parametrize("regime", REGIMES)
+def test_every_regime_at_the_defaults_equals_the_float64_recurrence(regime, monkeypatch):
+    """No chunk_size given (the op's own chunk), an initial state, several segments (the last partial)."""
+    import archprobe.ops.ssd as ssd
+
+    monkeypatch.setattr(ssd, "SEGMENT_BYTES", 64 * 3 * (8 + 2 * 6) * 4)   # 64-token segments
+    x, dt, A, Bm, Cm = regime_inputs(regime)
+    S0 = torch.randn(1, 3, 8, 6)
+    ref_y, ref_S = reference(x, dt, A, Bm, Cm, S0)
+    y, S = ssd.ssd_chunked(x, dt, A, Bm, Cm, initial_state=S0, output_final_state=True)
+    assert_close("recurrent_vs_chunked", ref_y, y, name=f"{regime} output")
+    assert_close("recurrent_vs_chunked", ref_S, S, name=f"{regime} final state")
+
+
+def subnormal_count(x: torch.Tensor) -> int:
+    return int(((x != 0) & (x.abs() < torch.finfo(x.dtype).tiny)).sum())
+
+
+@pytest.mark.parametrize("regime", REGIMES)
+def test_no_subnormal_value_in_any_intermediate(regime, monkeypatch):
+    """The factors, and after every segment every buffer the fast form multiplies (C B^T times the decays,
+    the decays, the scaled B and C, U, the chunk states, the output rows) hold normal floats or exact zeros:
+    subnormal arithmetic is what makes x86 10-100x slower without flush-to-zero (issue 17)."""
+    import archprobe.ops.ssd as ssd
+
+    x, dt, A, Bm, Cm = regime_inputs(regime, T=256, H=4, P=16, N=16, seed=3)
+    factors = ssd.decay_factors(dt, A, ssd.default_chunk(16, 16))
+    assert [subnormal_count(f) for f in factors] == [0] * len(factors)
+    seen = []
+    segment = ssd._segment
+
+    def checked(*args):
+        state = segment(*args)
+        seen.append([subnormal_count(t) for t in args[6:-1]] + [subnormal_count(state)])
+        return state
+
+    monkeypatch.setattr(ssd, "_segment", checked)
+    monkeypatch.setattr(ssd, "SEGMENT_BYTES", 64 * 4 * (16 + 2 * 16) * 4)
+    with torch.no_grad():
+        y, S = ssd.ssd_chunked(x, dt, A, Bm, Cm, initial_state=torch.randn(1, 4, 16, 16), output_final_state=True)
+    assert len(seen) == 4 and all(counts == [0] * len(counts) for counts in seen), seen
+    assert subnormal_count(y) == 0 and subnormal_count(S) == 0
+
+
+def test_results_do_not_share_the_reused_buffers():
+    """The no-grad path keeps its buffers between calls: a result must not change under a later call."""
+    x, dt, A, Bm, Cm = regime_inputs("typical", T=100)
+    y1, S1 = ssd_chunked(x, dt, A, Bm, Cm, output_final_state=True)
+    kept = (y1.clone(), S1.clone())
+    ssd_chunked(x * 2, dt, A, Bm * 3, Cm, initial_state=torch.randn_like(S1), output_final_state=True)
+    assert torch.equal(y1, kept[0]) and torch.equal(S1, kept[1])
