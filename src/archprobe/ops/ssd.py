@@ -124,27 +124,28 @@ def exp_or_zero(log_e, log_2=None):
 
 
 def decay_factors(dt_BTH, A_R, C):
-    """The per-token factors of a sequence (see the module docstring), float32, chunk-major:
-    hi [NC, R, C, 1], the in-chunk decay sum in log2 units; f_u = dt exp(-lo) [NC, R, C, 1], for U;
-    f_B [2, NC, R, C, 1] = (exp(cum_last - cum) exp(lo), 1), for B in the state update and in C B^T;
-    f_C [2, NC, R, C, 1] = (exp(cum), exp(lo)), for C in the read-out and in C B^T (so the output rows need
-    no factor of their own); d [NC, R, 1, 1] = exp(cum_last), the decay over the whole chunk.
-    Only the sum runs in float64: with hi and lo apart, every factor is a float32 exp2 of a difference
-    of two hi (exact where it matters) or of a tiny lo. Below the floor, a factor is exactly 0."""
+    """The per-token factors of a sequence (see the module docstring), float32, chunk-major, each
+    [NC, R, C, 1] but d: hi, the in-chunk decay sum in log2 units; f_x [2, NC, R, C, 1] = (dt exp(-lo),
+    dt exp(-lo) exp(cum_last - cum) exp(lo)), for x in the intra-chunk product and in the state update;
+    f_lo = exp(lo), for C in C B^T; f_read = exp(cum) exp(-lo), for the read-out rows; d [NC, R, 1, 1] =
+    exp(cum_last), the decay over the whole chunk. Only the sum runs in float64: with hi and lo apart,
+    every factor is a float32 exp2 of a difference of two hi (exact where it matters) or of a tiny lo.
+    Below the floor a factor is exactly 0."""
     Bsz, T, H = dt_BTH.shape
     dt = chunked_view(dt_BTH.float().unsqueeze(-1), C).reshape(-1, Bsz * H, C)    # [NC, R, C]
     c2 = (dt * A_R[:, None]).double().cumsum_(-1).mul_(LOG2E)                    # as the recurrence rounds dt A
     hi = c2.float()
-    e_lo = torch.exp2(c2.sub_(hi).float())                                         # exp(lo), ~1
+    f_lo = torch.exp2(c2.sub_(hi).float())                                         # exp(lo), ~1
     NC, R = dt.shape[:2]
-    f_B, f_C = torch.empty(2, NC, R, C), torch.empty(2, NC, R, C)
-    torch.mul(F.threshold(hi, FLOOR2, -float("inf")).exp2_(), e_lo, out=f_C[0])
-    f_C[1] = e_lo
-    hi_last, e_lo_last = hi[..., -1:], e_lo[..., -1:]
-    F.threshold_(torch.sub(hi_last, hi, out=f_B[0]), FLOOR2, -float("inf")).exp2_().mul_(e_lo_last)
-    f_B[1] = 1.0
-    d = F.threshold(hi_last, FLOOR2, -float("inf")).exp2_().mul_(e_lo_last)
-    return hi.unsqueeze(-1), dt.div_(e_lo).unsqueeze(-1), f_B.unsqueeze(-1), f_C.unsqueeze(-1), d.unsqueeze(-1)
+    f_x = torch.empty(2, NC, R, C)
+    torch.div(dt, f_lo, out=f_x[0])
+    hi_last = hi[..., -1:]
+    to_end = F.threshold_(torch.sub(hi_last, hi, out=f_x[1]), FLOOR2, -float("inf")).exp2_()
+    to_end.mul_(f_lo[..., -1:]).mul_(f_x[0])
+    f_read = F.threshold(hi, FLOOR2, -float("inf")).exp2_()
+    d = F.threshold(hi_last, FLOOR2, -float("inf")).exp2_().mul_(f_lo[..., -1:])
+    return (hi.unsqueeze(-1), f_x.unsqueeze(-1), f_lo.unsqueeze(-1), f_read.unsqueeze(-1),
+            d.unsqueeze(-1))
 
 
 def causal_mask(C: int, device) -> torch.Tensor:
@@ -186,54 +187,57 @@ def _chunked_inplace(x_BTHP, dt_BTH, A_R, B_BTHN, C_BTHN, S_T, C, L):
     Bsz, T, H, P = x_BTHP.shape
     N = B_BTHN.shape[-1]
     R = Bsz * H
-    hi, f_u, f_B, f_C, d = decay_factors(dt_BTH, A_R, C)
+    hi, f_x, f_lo, f_read, d = decay_factors(dt_BTH, A_R, C)
     mask = causal_mask(C, hi.device)
     out = x_BTHP.new_empty(Bsz, T, H, P, dtype=torch.float32)
     M = min(L, T + (-T) % C) // C                                                  # chunks per segment
     workspace = WORKSPACE if x_BTHP.device.type == "cpu" else Workspace()
-    bufs = workspace.views((M + 1, R, N, P), (M, R, C, C), (M, R, C, C), (2, M, Bsz, H, C, N),
-                           (2, M, Bsz, H, C, N), (M, Bsz, H, C, P), (M, R, C, P))
+    bufs = workspace.views((M + 1, R, N, P), (M, R, C, C), (M, R, C, C), (2, M, Bsz, H, C, P),
+                           (M, Bsz, H, C, N), (M, Bsz, H, C, N), (M, R, C, P))
+    states = bufs[0]
+    states[0] = S_T
     for start in range(0, T, L):
         seg = slice(start, start + L)
         x6, B6, C6 = (chunked_view(t[:, seg].float(), C) for t in (x_BTHP, B_BTHN, C_BTHN))
         m = x6.shape[0]
         c0 = start // C
-        fac = (hi[c0:c0 + m], f_u[c0:c0 + m], f_B[:, c0:c0 + m], f_C[:, c0:c0 + m], d[c0:c0 + m])
-        S_T = _segment(x6, B6, C6, fac, mask, S_T, *[b[:, :m] if b.dim() == 6 else b[:m + (i == 0)]
-                                                      for i, b in enumerate(bufs)], out[:, seg])
-    return out, S_T
+        if start:
+            states[0] = states[M]   # the state after the last segment (a full one)
+        fac = (hi[c0:c0 + m], f_x[:, c0:c0 + m], f_lo[c0:c0 + m], f_read[c0:c0 + m], d[c0:c0 + m])
+        _segment(x6, B6, C6, fac, mask, states[:m + 1], *[b[:, :m] if b.dim() == 6 else b[:m] for b in bufs[1:]],
+                 out[:, seg])
+    return out, states[m].clone()
 
 
-def _segment(x6, B6, C6, fac, mask, S_T, states, G, decay, B2, C2, u, y, out_BTHP):
-    """One segment of m chunks, into the given buffers: y into out_BTHP; returns the state after it."""
-    hi, f_u, f_B, f_C, d = fac
-    _, m, Bsz, H, C, N = B2.shape
-    P = x6.shape[-1]
+def _segment(x6, B6, C6, fac, mask, states, G, decay, x2, Bc, Cc, y, out_BTHP):
+    """One segment of m chunks from the state in states[0], into the given buffers: y into out_BTHP, the
+    state at every chunk's start into states (after the last one in states[m])."""
+    hi, f_x, f_lo, f_read, d = fac
+    _, m, Bsz, H, C, P = x2.shape
+    N = Bc.shape[-1]
     R = Bsz * H
-    torch.mul(x6, f_u.view(m, Bsz, H, C, 1), out=u)
-    torch.mul(B6, f_B.view(2, m, Bsz, H, C, 1), out=B2)                            # (B exp(last - cum), B)
-    torch.mul(C6, f_C.view(2, m, Bsz, H, C, 1), out=C2)                            # (C exp(cum), C exp(lo))
-    Bw, Bc = B2.view(2, m * R, C, N)
-    Cq, Cc = C2.view(2, m * R, C, N)
+    torch.mul(x6, f_x.view(2, m, Bsz, H, C, 1), out=x2)                            # (U, U exp(last - cum))
+    u, u_to_end = x2.view(2, m * R, C, P)
+    torch.mul(C6, f_lo.view(m, Bsz, H, C, 1), out=Cc)
+    Bc.copy_(B6)
+    Bc, Cc = Bc.view(m * R, C, N), Cc.view(m * R, C, N)
     torch.sub(hi, hi.mT, out=decay).add_(mask)                                     # log2 decay from s to r
     F.threshold_(decay, FLOOR2, -float("inf")).exp2_()
     G = torch.bmm(Cc, Bc.mT, out=G.view(m * R, C, C))
     G.view(m, R, C, C).mul_(decay)
-    u = u.view(m * R, C, P)
-    torch.bmm(Bw.mT, u, out=states[1:].view(m * R, N, P))                          # each chunk's own state
-    states[0] = S_T
+    torch.bmm(Bc.mT, u_to_end, out=states[1:].view(m * R, N, P))                   # each chunk's own state
     S, dn = states.unbind(0), d.unbind(0)   # views made once: indexing in the loop costs as much as the op
     for n in range(m):   # the sequential part: S_{n+1} = local_n + d_n S_n, in place
         S[n + 1].addcmul_(S[n], dn[n])
-    y = torch.bmm(G, u, out=y.view(m * R, C, P))
-    y.baddbmm_(Cq, states[:m].view(m * R, N, P))
+    y = torch.bmm(Cc, states[:m].view(m * R, N, P), out=y.view(m * R, C, P))       # the read-out
+    y.view(m, R, C, P).mul_(f_read)
+    y.baddbmm_(G, u)
     y6 = y.view(m, Bsz, H, C, P)
     T = out_BTHP.shape[1]
     if m * C == T:   # straight into the caller's layout
         out_BTHP.view(Bsz, m, C, H, P).permute(1, 0, 3, 2, 4).copy_(y6)
     else:            # the last, padded segment
         out_BTHP.copy_(y6.permute(1, 0, 3, 2, 4).reshape(Bsz, m * C, H, P)[:, :T])
-    return states[m].clone()
 
 
 def _segment_autograd(x_BTHP, dt_BTH, A_R, B_BTHN, C_BTHN, S_T, C):
