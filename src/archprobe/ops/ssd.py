@@ -123,14 +123,20 @@ def exp_or_zero(log_e, log_2=None):
     return torch.where(log_e >= FLOAT32_EXP_FLOOR, e, 0.0).float().unsqueeze(-1)
 
 
+FACTOR_SPAN2 = 40.0   # log2 units: chunks whose decay spans less than 2^-40 take the factored form
+
+
 def decay_factors(dt_BTH, A_R, C):
-    """The per-token factors of a sequence (see the module docstring), float32, chunk-major, each
-    [NC, R, C, 1] but d: hi, the in-chunk decay sum in log2 units; f_x [2, NC, R, C, 1] = (dt exp(-lo),
-    dt exp(-lo) exp(cum_last - cum) exp(lo)), for x in the intra-chunk product and in the state update;
-    f_lo = exp(lo), for C in C B^T; f_read = exp(cum) exp(-lo), for the read-out rows; d [NC, R, 1, 1] =
-    exp(cum_last), the decay over the whole chunk. Only the sum runs in float64: with hi and lo apart,
-    every factor is a float32 exp2 of a difference of two hi (exact where it matters) or of a tiny lo.
-    Below the floor a factor is exactly 0."""
+    """The per-token factors of a sequence (see the module docstring), float32, chunk-major, [NC, R, C, 1]:
+    hi, the in-chunk decay sum in log2 units; f_x [2, NC, R, C, 1] = (dt exp(-lo), that times
+    exp(cum_last - cum + lo)), for x in the intra-chunk product and in the state update; f_C, for C (exp(lo));
+    f_B, for B (None: B as it is); f_read, for the read-out rows (exp(cum - lo)); d [NC, R, 1, 1] =
+    exp(cum_last), the decay over the whole chunk. Only the sum runs in float64: with hi and lo apart, every
+    factor is a float32 exp2 of a difference of two hi (exact where it matters) or of a tiny lo. Below the
+    floor a factor is exactly 0.
+    Factored (when every chunk's decay spans at most 2^-FACTOR_SPAN2, as mild decays do): the decay from s to
+    r is split exp(cum_r - cum_0) exp(cum_0 - cum_s) onto C and B (factors within 2^-40..2^40, no [C, C]
+    exp), so U's state-update factor and the read-out's are one number per chunk."""
     Bsz, T, H = dt_BTH.shape
     dt = chunked_view(dt_BTH.float().unsqueeze(-1), C).reshape(-1, Bsz * H, C)    # [NC, R, C]
     c2 = (dt * A_R[:, None]).double().cumsum_(-1).mul_(LOG2E)                    # as the recurrence rounds dt A
@@ -139,12 +145,20 @@ def decay_factors(dt_BTH, A_R, C):
     NC, R = dt.shape[:2]
     f_x = torch.empty(2, NC, R, C)
     torch.div(dt, f_lo, out=f_x[0])
-    hi_last = hi[..., -1:]
-    to_end = F.threshold_(torch.sub(hi_last, hi, out=f_x[1]), FLOOR2, -float("inf")).exp2_()
-    to_end.mul_(f_lo[..., -1:]).mul_(f_x[0])
-    f_read = F.threshold(hi, FLOOR2, -float("inf")).exp2_()
+    hi_first, hi_last = hi[..., :1], hi[..., -1:]
     d = F.threshold(hi_last, FLOOR2, -float("inf")).exp2_().mul_(f_lo[..., -1:])
-    return (hi.unsqueeze(-1), f_x.unsqueeze(-1), f_lo.unsqueeze(-1), f_read.unsqueeze(-1),
+    if (hi_first - hi_last).max() <= FACTOR_SPAN2:
+        rel = hi - hi_first                                                        # in [-40, 0]
+        f_C = torch.exp2(rel).mul_(f_lo)
+        f_B = torch.exp2(rel.neg_())
+        torch.mul(f_x[0], torch.exp2(hi_last - hi_first).mul_(f_lo[..., -1:]), out=f_x[1])
+        f_read = F.threshold(hi_first, FLOOR2, -float("inf")).exp2_()             # [NC, R, 1]
+        f_B = f_B.unsqueeze(-1)
+    else:
+        to_end = F.threshold_(torch.sub(hi_last, hi, out=f_x[1]), FLOOR2, -float("inf")).exp2_()
+        to_end.mul_(f_lo[..., -1:]).mul_(f_x[0])
+        f_C, f_B, f_read = f_lo, None, F.threshold(hi, FLOOR2, -float("inf")).exp2_()
+    return (hi.unsqueeze(-1), f_x.unsqueeze(-1), f_C.unsqueeze(-1), f_B, f_read.unsqueeze(-1),
             d.unsqueeze(-1))
 
 
@@ -187,7 +201,7 @@ def _chunked_inplace(x_BTHP, dt_BTH, A_R, B_BTHN, C_BTHN, S_T, C, L):
     Bsz, T, H, P = x_BTHP.shape
     N = B_BTHN.shape[-1]
     R = Bsz * H
-    hi, f_x, f_lo, f_read, d = decay_factors(dt_BTH, A_R, C)
+    hi, f_x, f_C, f_B, f_read, d = decay_factors(dt_BTH, A_R, C)
     mask = causal_mask(C, hi.device)
     out = x_BTHP.new_empty(Bsz, T, H, P, dtype=torch.float32)
     M = min(L, T + (-T) % C) // C                                                  # chunks per segment
@@ -203,28 +217,37 @@ def _chunked_inplace(x_BTHP, dt_BTH, A_R, B_BTHN, C_BTHN, S_T, C, L):
         c0 = start // C
         if start:
             states[0] = states[M]   # the state after the last segment (a full one)
-        fac = (hi[c0:c0 + m], f_x[:, c0:c0 + m], f_lo[c0:c0 + m], f_read[c0:c0 + m], d[c0:c0 + m])
-        _segment(x6, B6, C6, fac, mask, states[:m + 1], *[b[:, :m] if b.dim() == 6 else b[:m] for b in bufs[1:]],
+        fac = (hi[c0:c0 + m], f_x[:, c0:c0 + m], f_C[c0:c0 + m], None if f_B is None else f_B[c0:c0 + m],
+               f_read[c0:c0 + m], d[c0:c0 + m])
+        G, decay, x2, Bc, Cc, y = (b[:, :m] if b.dim() == 6 else b[:m] for b in bufs[1:])
+        _segment(x6, B6, C6, fac, mask, states[:m + 1], G, decay if f_B is None else None, x2, Bc, Cc, y,
                  out[:, seg])
     return out, states[m].clone()
 
 
 def _segment(x6, B6, C6, fac, mask, states, G, decay, x2, Bc, Cc, y, out_BTHP):
     """One segment of m chunks from the state in states[0], into the given buffers: y into out_BTHP, the
-    state at every chunk's start into states (after the last one in states[m])."""
-    hi, f_x, f_lo, f_read, d = fac
+    state at every chunk's start into states (after the last one in states[m]). decay is None in the
+    factored form (f_B given)."""
+    hi, f_x, f_C, f_B, f_read, d = fac
     _, m, Bsz, H, C, P = x2.shape
     N = Bc.shape[-1]
     R = Bsz * H
     torch.mul(x6, f_x.view(2, m, Bsz, H, C, 1), out=x2)                            # (U, U exp(last - cum))
     u, u_to_end = x2.view(2, m * R, C, P)
-    torch.mul(C6, f_lo.view(m, Bsz, H, C, 1), out=Cc)
-    Bc.copy_(B6)
+    torch.mul(C6, f_C.view(m, Bsz, H, C, 1), out=Cc)
+    if f_B is None:
+        Bc.copy_(B6)
+    else:
+        torch.mul(B6, f_B.view(m, Bsz, H, C, 1), out=Bc)
     Bc, Cc = Bc.view(m * R, C, N), Cc.view(m * R, C, N)
-    torch.sub(hi, hi.mT, out=decay).add_(mask)                                     # log2 decay from s to r
-    F.threshold_(decay, FLOOR2, -float("inf")).exp2_()
     G = torch.bmm(Cc, Bc.mT, out=G.view(m * R, C, C))
-    G.view(m, R, C, C).mul_(decay)
+    if f_B is None:
+        torch.sub(hi, hi.mT, out=decay).add_(mask)                                 # log2 decay from s to r
+        F.threshold_(decay, FLOOR2, -float("inf")).exp2_()
+        G.view(m, R, C, C).mul_(decay)
+    else:
+        G.tril_()
     torch.bmm(Bc.mT, u_to_end, out=states[1:].view(m * R, N, P))                   # each chunk's own state
     S, dn = states.unbind(0), d.unbind(0)   # views made once: indexing in the loop costs as much as the op
     for n in range(m):   # the sequential part: S_{n+1} = local_n + d_n S_n, in place
