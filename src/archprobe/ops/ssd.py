@@ -143,7 +143,7 @@ def decay_factors(dt_BTH, A_R, C):
     hi = c2.float()
     f_lo = torch.exp2(c2.sub_(hi).float())                                         # exp(lo), ~1
     NC, R = dt.shape[:2]
-    f_x = torch.empty(2, NC, R, C)
+    f_x = dt.new_empty(2, NC, R, C)
     torch.div(dt, f_lo, out=f_x[0])
     hi_first, hi_last = hi[..., :1], hi[..., -1:]
     d = F.threshold(hi_last, FLOOR2, -float("inf")).exp2_().mul_(f_lo[..., -1:])
@@ -176,14 +176,15 @@ class Workspace(threading.local):
     def __init__(self):
         self.flat = torch.empty(0)
 
-    def views(self, *shapes) -> list[torch.Tensor]:
-        """Contiguous float32 CPU tensors of these shapes, carved from one buffer (reused when it fits)."""
+    def views(self, *shapes, device=None) -> list[torch.Tensor]:
+        """Contiguous float32 tensors of these shapes, carved from one buffer (reused when it fits; kept only
+        for the CPU)."""
         sizes = [math.prod(s) for s in shapes]
         total = sum(sizes)
         flat = self.flat
-        if flat.numel() < total:
-            flat = torch.empty(total)
-            if total * 4 <= self.limit_bytes:
+        if flat.numel() < total or flat.device != torch.device(device or "cpu"):
+            flat = torch.empty(total, device=device)
+            if total * 4 <= self.limit_bytes and flat.device.type == "cpu":
                 self.flat = flat
         out, at = [], 0
         for shape, n in zip(shapes, sizes, strict=True):
@@ -205,9 +206,8 @@ def _chunked_inplace(x_BTHP, dt_BTH, A_R, B_BTHN, C_BTHN, S_T, C, L):
     mask = causal_mask(C, hi.device)
     out = x_BTHP.new_empty(Bsz, T, H, P, dtype=torch.float32)
     M = min(L, T + (-T) % C) // C                                                  # chunks per segment
-    workspace = WORKSPACE if x_BTHP.device.type == "cpu" else Workspace()
-    bufs = workspace.views((M + 1, R, N, P), (M, R, C, C), (M, R, C, C), (2, M, Bsz, H, C, P),
-                           (M, Bsz, H, C, N), (M, Bsz, H, C, N), (M, R, C, P))
+    bufs = WORKSPACE.views((M + 1, R, N, P), (M, R, C, C), (M, R, C, C), (2, M, Bsz, H, C, P),
+                           (M, Bsz, H, C, N), (M, Bsz, H, C, N), (M, R, C, P), device=x_BTHP.device)
     states = bufs[0]
     states[0] = S_T
     for start in range(0, T, L):
