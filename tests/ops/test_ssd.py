@@ -138,9 +138,10 @@ def test_no_subnormal_value_in_any_intermediate(regime, monkeypatch):
     seen = []
     segment = ssd._segment
 
-    def checked(*args):   # (x, B, C, factors, mask, states, buffers..., out)
-        segment(*args)
-        seen.append([subnormal_count(t) for t in args[5:-1] if t is not None])
+    def checked(x, B, C, fac, mask, v, out):
+        segment(x, B, C, fac, mask, v, out)
+        used = [torch.stack(v.S), v.G, v.x2, v.Bc, v.Cc, v.y] + ([v.decay] if fac[3] is None else [])
+        seen.append([subnormal_count(t) for t in used])
 
     monkeypatch.setattr(ssd, "_segment", checked)
     monkeypatch.setattr(ssd, "SEGMENT_BYTES", 64 * 4 * (16 + 2 * 16) * 4)

@@ -204,70 +204,82 @@ WORKSPACE = Workspace()
 
 
 def _chunked_inplace(x_BTHP, dt_BTH, A_R, B_BTHN, C_BTHN, S_T, C, L):
-    """The whole sequence without autograd: the factors once, the buffers once, then segment after segment
-    of L tokens, each written into `out`."""
+    """The whole sequence without autograd: the factors once, the buffers and their views once, then segment
+    after segment of L tokens, each written into `out`."""
     Bsz, T, H, P = x_BTHP.shape
     N = B_BTHN.shape[-1]
     R = Bsz * H
     hi, f_x, f_C, f_B, f_read, d = decay_factors(dt_BTH, A_R, C)
+    NC = hi.shape[0]
+    f_x, f_C = f_x.view(2, NC, Bsz, H, C, 1), f_C.view(NC, Bsz, H, C, 1)
+    f_B = None if f_B is None else f_B.view(NC, Bsz, H, C, 1)
+    d_n = d.unbind(0)
     mask = causal_mask(C, hi.device)
     out = x_BTHP.new_empty(Bsz, T, H, P, dtype=torch.float32)
-    M = min(L, T + (-T) % C) // C                                                  # chunks per segment
+    M = min(L, NC * C) // C                                                        # chunks per segment
     bufs = WORKSPACE.views((M + 1, R, N, P), (M, R, C, C), (M, R, C, C), (2, M, Bsz, H, C, P),
                            (M, Bsz, H, C, N), (M, Bsz, H, C, N), (M, R, C, P), device=x_BTHP.device)
-    states = bufs[0]
-    states[0] = S_T
+    views = {}
+    bufs[0][0] = S_T
     for start in range(0, T, L):
         seg = slice(start, start + L)
         x6, B6, C6 = (chunked_view(t[:, seg].float(), C) for t in (x_BTHP, B_BTHN, C_BTHN))
         m = x6.shape[0]
-        c0 = start // C
+        v = views.get(m) or views.setdefault(m, SegmentViews(bufs, m, Bsz, H, C, N, P))
         if start:
-            states[0] = states[M]   # the state after the last segment (a full one)
-        fac = (hi[c0:c0 + m], f_x[:, c0:c0 + m], f_C[c0:c0 + m], None if f_B is None else f_B[c0:c0 + m],
-               f_read[c0:c0 + m], d[c0:c0 + m])
-        G, decay, x2, Bc, Cc, y = (b[:, :m] if b.dim() == 6 else b[:m] for b in bufs[1:])
-        _segment(x6, B6, C6, fac, mask, states[:m + 1], G, decay if f_B is None else None, x2, Bc, Cc, y,
-                 out[:, seg])
-    return out, states[m].clone()
+            v.S[0].copy_(bufs[0][M])   # the state after the last segment (a full one)
+        c0 = start // C
+        cs = slice(c0, c0 + m)
+        fac = (hi[cs], f_x[:, cs], f_C[cs], None if f_B is None else f_B[cs], f_read[cs], d_n[cs])
+        _segment(x6, B6, C6, fac, mask, v, out[:, seg])
+    return out, v.S[m].clone()
 
 
-def _segment(x6, B6, C6, fac, mask, states, G, decay, x2, Bc, Cc, y, out_BTHP):
-    """One segment of m chunks from the state in states[0], into the given buffers: y into out_BTHP, the
-    state at every chunk's start into states (after the last one in states[m]). decay is None in the
-    factored form (f_B given)."""
-    hi, f_x, f_C, f_B, f_read, d = fac
-    _, m, Bsz, H, C, P = x2.shape
-    N = Bc.shape[-1]
-    R = Bsz * H
-    torch.mul(x6, f_x.view(2, m, Bsz, H, C, 1), out=x2)                            # (U, U exp(last - cum))
-    u, u_to_end = x2.view(2, m * R, C, P)
-    torch.mul(C6, f_C.view(m, Bsz, H, C, 1), out=Cc)
+class SegmentViews:
+    """The views of the buffers one segment of m chunks works in, made once per call and size."""
+
+    def __init__(self, bufs, m, Bsz, H, C, N, P):
+        states, G, decay, x2, Bc, Cc, y = bufs
+        R = Bsz * H
+        self.S = states[:m + 1].unbind(0)                        # the state at each chunk's start, then the last
+        self.local, self.prev = states[1:m + 1].view(m * R, N, P), states[:m].view(m * R, N, P)
+        self.G, self.G4, self.decay = G[:m].view(m * R, C, C), G[:m].view(m, R, C, C), decay[:m]
+        self.x2 = x2[:, :m]
+        self.u, self.u_to_end = self.x2.view(2, m * R, C, P)
+        self.Bc, self.Cc = Bc[:m], Cc[:m]
+        self.B3, self.C3 = self.Bc.view(m * R, C, N), self.Cc.view(m * R, C, N)
+        self.y, self.y4, self.y6 = y[:m].view(m * R, C, P), y[:m].view(m, R, C, P), y[:m].view(m, Bsz, H, C, P)
+
+
+def _segment(x6, B6, C6, fac, mask, v, out_BTHP):
+    """One segment of m chunks from the state in v.S[0], in the buffers of v: y into out_BTHP, the state at
+    every chunk's start into v.S (after the last one in v.S[m]). f_B is None unless factored."""
+    hi, f_x, f_C, f_B, f_read, d_n = fac
+    torch.mul(x6, f_x, out=v.x2)                                                   # (U, U exp(last - cum))
+    torch.mul(C6, f_C, out=v.Cc)
     if f_B is None:
-        Bc.copy_(B6)
+        v.Bc.copy_(B6)
     else:
-        torch.mul(B6, f_B.view(m, Bsz, H, C, 1), out=Bc)
-    Bc, Cc = Bc.view(m * R, C, N), Cc.view(m * R, C, N)
-    G = torch.bmm(Cc, Bc.mT, out=G.view(m * R, C, C))
+        torch.mul(B6, f_B, out=v.Bc)
+    G = torch.bmm(v.C3, v.B3.mT, out=v.G)
     if f_B is None:
-        torch.sub(hi, hi.mT, out=decay).add_(mask)                                 # log2 decay from s to r
-        F.threshold_(decay, FLOOR2, -float("inf")).exp2_()
-        G.view(m, R, C, C).mul_(decay)
+        torch.sub(hi, hi.mT, out=v.decay).add_(mask)                               # log2 decay from s to r
+        F.threshold_(v.decay, FLOOR2, -float("inf")).exp2_()
+        v.G4.mul_(v.decay)
     else:
         G.tril_()
-    torch.bmm(Bc.mT, u_to_end, out=states[1:].view(m * R, N, P))                   # each chunk's own state
-    S, dn = states.unbind(0), d.unbind(0)   # views made once: indexing in the loop costs as much as the op
-    for n in range(m):   # the sequential part: S_{n+1} = local_n + d_n S_n, in place
-        S[n + 1].addcmul_(S[n], dn[n])
-    y = torch.bmm(Cc, states[:m].view(m * R, N, P), out=y.view(m * R, C, P))       # the read-out
-    y.view(m, R, C, P).mul_(f_read)
-    y.baddbmm_(G, u)
-    y6 = y.view(m, Bsz, H, C, P)
+    torch.bmm(v.B3.mT, v.u_to_end, out=v.local)                                    # each chunk's own state
+    for S_next, S, d in zip(v.S[1:], v.S[:-1], d_n, strict=True):   # sequential: S_{n+1} = local_n + d_n S_n
+        S_next.addcmul_(S, d)
+    torch.bmm(v.C3, v.prev, out=v.y)                                               # the read-out
+    v.y4.mul_(f_read)
+    v.y.baddbmm_(G, v.u)
+    m, Bsz, H, C, P = v.y6.shape
     T = out_BTHP.shape[1]
     if m * C == T:   # straight into the caller's layout
-        out_BTHP.view(Bsz, m, C, H, P).permute(1, 0, 3, 2, 4).copy_(y6)
+        out_BTHP.view(Bsz, m, C, H, P).permute(1, 0, 3, 2, 4).copy_(v.y6)
     else:            # the last, padded segment
-        out_BTHP.copy_(y6.permute(1, 0, 3, 2, 4).reshape(Bsz, m * C, H, P)[:, :T])
+        out_BTHP.copy_(v.y6.permute(1, 0, 3, 2, 4).reshape(Bsz, m * C, H, P)[:, :T])
 
 
 def _segment_autograd(x_BTHP, dt_BTH, A_R, B_BTHN, C_BTHN, S_T, C):
