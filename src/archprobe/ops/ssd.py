@@ -57,7 +57,7 @@ def ssd_recurrent(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, *, initial_state=None, ou
     return y, (S if output_final_state else None)
 
 
-SEGMENT_BYTES = 2 << 20   # a segment's x, B and C in float32 (its buffers are ~3x that): measured best at 1.5-2 MB
+SEGMENT_BYTES = 2 << 20   # a segment's x, B and C in float32 (its buffers are ~3x that), at 1 thread
 
 
 def default_chunk(P: int, N: int) -> int:
@@ -69,8 +69,11 @@ def default_chunk(P: int, N: int) -> int:
 
 
 def segment_tokens(R: int, P: int, N: int, chunk: int) -> int:
-    """Tokens per segment (a whole number of chunks): the segment's tensors stay in cache."""
-    tokens = SEGMENT_BYTES // max(1, R * (P + 2 * N) * 4)
+    """Tokens per segment (a whole number of chunks): the segment's buffers stay in cache and its ops are
+    long enough to amortise their dispatch. Measured on a 2-core host: 1.5-2 MB of inputs best at 1 thread,
+    3 MB at 2 (each thread works on half of every op); more threads are untested and get 2's size."""
+    budget = SEGMENT_BYTES + (min(torch.get_num_threads(), 2) - 1) * SEGMENT_BYTES // 2
+    tokens = budget // max(1, R * (P + 2 * N) * 4)
     return max(chunk, tokens // chunk * chunk)
 
 
