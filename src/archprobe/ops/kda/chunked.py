@@ -19,9 +19,10 @@ earlier ones level by level through two factors <= 1 (`_decayed`). Every decay f
 exp(-30) (`chunking.decay_exp`): what that changes is below 1e-12 of the exact value, and a product of two
 factors and data stays a normal float. The triangular solve's entries fall with the chunk's slowest
 channel; past SOLVE_SPAN it runs in float64 (`_solve`; never with one decay per head, `_decayed_per_head`),
-and `choose_chunk` shrinks the default chunk while a chunk's slowest channel decays past CHUNK_SOLVE_SPAN
-(down to MIN_CHUNK: only decays beyond ~30 per token in every channel at once could still take subnormal
-float64 steps inside that solve).
+and the default chunk (`choose_chunk`) is 16 wherever a chunk of 32 would need sub-block levels, so the
+float64 solve is rare (with per-channel gates the chunk's slowest channel decays by at most 60 over 16
+tokens unless every channel decays past ~4 per token; a token's decay is capped at the floor, `_capped`,
+so even then the solve holds: 16 x 30 = 480 < float64's ~700).
 Where every channel decays alike (K3's -5*sigmoid gates at their strong end) the decay all channels share
 is taken out first (`_shared_decay`): the products and the solve see only the relative decay, which keeps
 full sub-blocks, and the shared part comes back as factors exp(h_r - h_s) <= 1 (exact, as an E (.) E^-1
