@@ -107,6 +107,8 @@ def test_killing_archprobe_itself_kills_the_sandboxed_command(tmp_path):
     task = {"id": "t", "prompt": "p", "scorer": "command", "repo": "repo", "test_command": "true",
             "agent_command": f"sh -c 'sleep 300; : {mark}'"}
     (tmp_path / "set" / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    tmp_root = Path(os.environ.get("TMPDIR", "/tmp"))
+    before = set(tmp_root.glob("archprobe-attempt-*"))
     proc = subprocess.Popen([sys.executable, "-m", "archprobe.cli.main", "eval", "run", str(tmp_path / "set"),
                              "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--attempts", "1",
                              "--ledger", str(tmp_path / "l.sqlite"), "--no-progress", "--json"],
@@ -122,3 +124,5 @@ def test_killing_archprobe_itself_kills_the_sandboxed_command(tmp_path):
     while alive(mark) and time.time() < deadline:
         time.sleep(0.05)
     assert not alive(mark), "the sandboxed command outlived a SIGKILLed archprobe"
+    for left in set(tmp_root.glob("archprobe-attempt-*")) - before:   # a SIGKILLed run cannot remove its own
+        remove_tree(left)
