@@ -330,3 +330,19 @@ def test_a_token_decaying_past_the_floor_is_capped_only_where_its_factors_were_b
     both_below = (exact <= floor + 1e-9) & (ours <= floor + 1e-9)
     assert bool((same | both_below | ~lower).all())
     assert chunked.sub_block(capped[..., 1:, :].float()) >= 2
+
+
+@pytest.mark.parametrize("per_token", [-31.0, -45.0, -100.0])
+def test_every_channel_decaying_past_the_floor_each_token_stays_exact(per_token):
+    """Every channel decays past exp(-30) on every token (so all of it is shared and all of it capped): the
+    shared decay must come from the capped gates too, or the relative decay G - h grows past 0 and the
+    factors overflow (caught in review: NaN at -45 and -100)."""
+    gen = torch.Generator().manual_seed(4)
+    q, k = (F.normalize(torch.randn(1, 100, 2, 16, generator=gen), dim=-1) for _ in range(2))
+    v, beta = torch.randn(1, 100, 2, 8, generator=gen), torch.rand(1, 100, 2, generator=gen)
+    g = per_token * (1 + 0.1 * torch.rand(1, 100, 2, 16, generator=gen))
+    out, s = kda_chunked(q, k, v, g, beta, output_final_state=True)
+    ref, s_ref = kda_recurrent(*f64(q, k, v, g, beta), output_final_state=True)
+    assert bool(torch.isfinite(out).all())
+    assert_close("recurrent_vs_chunked", ref, out, name=f"{per_token} output")
+    assert_close("recurrent_vs_chunked", s_ref, s, name=f"{per_token} final state")

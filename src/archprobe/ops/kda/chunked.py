@@ -317,9 +317,11 @@ def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state,
 
     q, k, v, g = (chunk_major(x, C, dt) for x in (q_BTHK, k_BTHK, v_BTHV, g_BTHK))
     beta = chunk_major(beta_BTH.unsqueeze(-1), C, dt)              # [N, R, C, 1]
-    # a token's decay below exp(floor) counts as exp(floor) (`_capped`), then the in-chunk cumsum
-    G = _capped(g).cumsum(-2)
     grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, g, beta, initial_state))
+    # a token's decay below exp(floor) counts as exp(floor) (`_capped`), then the in-chunk cumsum; the shared
+    # decay is taken from the same capped gates (from the raw ones, G - h could grow past 0 and overflow)
+    g = _capped(g)
+    G = g.cumsum(-2)
     shared = _shared_decay(g, G) if G.shape[-1] > 1 else None
     if shared is None:
         if G.shape[-1] == 1 < K:   # one decay per head: solved undecayed, the decay put back on the inverse
