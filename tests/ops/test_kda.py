@@ -346,3 +346,15 @@ def test_every_channel_decaying_past_the_floor_each_token_stays_exact(per_token)
     assert bool(torch.isfinite(out).all())
     assert_close("recurrent_vs_chunked", ref, out, name=f"{per_token} output")
     assert_close("recurrent_vs_chunked", s_ref, s, name=f"{per_token} final state")
+
+
+def test_no_tokens_gives_an_empty_read_out_and_the_state_as_given():
+    """T = 0 (a prompt that was all padding): the chunked form answers as the recurrence does."""
+    q = k = torch.randn(2, 0, 3, 16)
+    v, g, beta = torch.randn(2, 0, 3, 8), -torch.rand(2, 0, 3, 16), torch.rand(2, 0, 3)
+    s0 = torch.randn(2, 3, 16, 8)
+    for initial in (None, s0):
+        out, s = kda_chunked(q, k, v, g, beta, initial_state=initial, output_final_state=True)
+        ref, s_ref = kda_recurrent(q, k, v, g, beta, initial_state=initial, output_final_state=True)
+        assert out.shape == ref.shape == (2, 0, 3, 8)
+        assert torch.equal(s, s_ref)

@@ -277,6 +277,11 @@ def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial
     own choice from the shape and the decay (`choose_chunk`)."""
     B, T, H, K = k_BTHK.shape
     V = v_BTHV.shape[-1]
+    if T == 0:   # no tokens: an empty read-out, the state as given (as kda_recurrent returns them)
+        dt = torch.float64 if q_BTHK.dtype == torch.float64 else torch.float32
+        state = (torch.zeros(B, H, K, V, dtype=dt, device=q_BTHK.device) if initial_state is None
+                 else initial_state.to(dt).clone())
+        return q_BTHK.new_empty(B, 0, H, V), (state if output_final_state else None)
     g_BTHK = per_head_gate(g_BTHK)
     if chunk_size is None:
         chunk_size = choose_chunk(g_BTHK, K, V)
