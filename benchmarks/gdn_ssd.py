@@ -8,7 +8,7 @@ thing; no D skip). B=1, T=8192 (GDN_SSD_T), fp32, forward only, each for three d
 Timed round-robin (GDN_SSD_ROUNDS rounds after a warm-up); a ratio is the median of the paired rounds
 with the range beside it. Rooflines use the fp32 matmul peak measured here; FLOPs per token and head:
 GDN as KDA at C = 64 (2CK + 2CK + C(K+V) + 6KV + 2CV); SSD at the chunk ssd_chunked runs by default
-(ssd.default_chunk), 2C(N+P) + 4NP (C B^T, its product with U, each chunk's own state, the read-out).
+(ssd.DEFAULT_CHUNK), 2C(N+P) + 4NP (C B^T, its product with U, each chunk's own state, the read-out).
 Targets (issue 17): >= 10x the transformers torch path and >= 15% of the measured roofline. Each verdict also
 says what 10x the anchor would be as a fraction of the measured roofline: the share of the machine's fp32
 matmul peak the algorithm's FLOPs would need (near or above 100%: out of reach for any fp32 implementation
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from _util import measured_fp32_peak, paired_ratio, round_robin, table
 
 from archprobe.ops.kda import kda_chunked
-from archprobe.ops.ssd import default_chunk, ssd_chunked
+from archprobe.ops.ssd import DEFAULT_CHUNK, ssd_chunked
 
 T = int(os.environ.get("GDN_SSD_T", 8192))
 ROUNDS = int(os.environ.get("GDN_SSD_ROUNDS", 5))
@@ -83,7 +83,7 @@ def ssd_rows(peak, rows, verdicts):
 
     peer = unwrap(mm.mamba2_chunk_scan)
     for H, P, N in ((4, 64, 64), (8, 64, 128)):
-        C = default_chunk(P, N)
+        C = DEFAULT_CHUNK
         roof = peak / (H * (2 * C * (N + P) + 4 * N * P))
         for regime in ("mild", "typical", "strong"):
             gen = torch.Generator().manual_seed(0)

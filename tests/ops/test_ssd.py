@@ -133,7 +133,7 @@ def test_no_subnormal_value_in_any_intermediate(regime, monkeypatch):
     import archprobe.ops.ssd as ssd
 
     x, dt, A, Bm, Cm = regime_inputs(regime, T=256, H=4, P=16, N=16, seed=3)
-    factors = ssd.decay_factors(dt, A, ssd.default_chunk(16, 16))
+    factors = ssd.decay_factors(dt, A, ssd.DEFAULT_CHUNK)
     assert [subnormal_count(f) for f in factors if f is not None] == [0] * (len(factors) - (factors[3] is None))
     seen = []
     segment = ssd._segment
@@ -147,7 +147,7 @@ def test_no_subnormal_value_in_any_intermediate(regime, monkeypatch):
     monkeypatch.setattr(ssd, "SEGMENT_BYTES", 64 * 4 * (16 + 2 * 16) * 4)
     with torch.no_grad():
         y, S = ssd.ssd_chunked(x, dt, A, Bm, Cm, initial_state=torch.randn(1, 4, 16, 16), output_final_state=True)
-    segments = -(-256 // ssd.segment_tokens(4, 16, 16, ssd.default_chunk(16, 16)))
+    segments = -(-256 // ssd.segment_tokens(4, 16, 16, ssd.DEFAULT_CHUNK))
     assert len(seen) == segments > 1 and all(counts == [0] * len(counts) for counts in seen), seen
     assert subnormal_count(y) == 0 and subnormal_count(S) == 0
 

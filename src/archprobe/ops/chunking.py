@@ -1,9 +1,9 @@
-"""What the chunked linear recurrences (ops.kda.chunked, ops.ssd) share: the chunk-major layout and the
-exp of a log-decay.
+"""The chunk-major layout and the exp of a log-decay, for the chunked linear recurrences.
 
-Both cut T tokens into N chunks of C and batch every chunk of every (batch, head) pair, R = B * H, so
-their inputs go [B, T, H, X] -> [N, R, C, X] once, zero-padded to whole chunks. Both take exps of
-log-decay sums (<= 0) that can run far below float32's range.
+ops.kda.chunked cuts T tokens into N chunks of C and batches every chunk of every (batch, head) pair,
+R = B * H, so its inputs go [B, T, H, X] -> [N, R, C, X] once, zero-padded to whole chunks; it takes exps
+of log-decay sums (<= 0) that can run far below float32's range. ops.ssd shares the exp floor
+(FLOAT32_EXP_FLOOR) and works on views of its inputs instead (ssd.chunked_view), into buffers it keeps.
 """
 
 from __future__ import annotations

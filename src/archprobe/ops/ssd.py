@@ -60,12 +60,11 @@ def ssd_recurrent(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, *, initial_state=None, ou
 SEGMENT_BYTES = 2 << 20   # a segment's x, B and C in float32 (its buffers are ~3x that), at 1 thread
 
 
-def default_chunk(P: int, N: int) -> int:
-    """The op's chunk when the caller gives none: 32 (FLOPs per token and head 2C(N + P) + 4NP, so smaller
-    chunks cost less but run smaller matmuls and more sequential steps). Measured at H=4, P=N=64 and H=8, P=64,
-    N=128, fp32 CPU time at 1 thread: 32 ran ~1.25x 16 and 1.0-1.15x 48 or 64; at 2 threads the three larger
-    sizes were within the shared host's noise."""
-    return 32
+# The op's chunk when the caller gives none (FLOPs per token and head 2C(N + P) + 4NP, so smaller chunks cost
+# less but run smaller matmuls and more sequential steps). Measured at H=4, P=N=64 and H=8, P=64, N=128, fp32
+# CPU time at 1 thread: 32 ran ~1.25x 16 and 1.0-1.15x 48 or 64; at 2 threads the three larger sizes were
+# within the shared host's noise.
+DEFAULT_CHUNK = 32
 
 
 def segment_tokens(R: int, P: int, N: int, chunk: int) -> int:
@@ -87,7 +86,7 @@ def ssd_chunked(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, *, initial_state=None, outp
     if T == 0:
         return ssd_recurrent(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, initial_state=initial_state,
                              output_final_state=output_final_state)
-    C = default_chunk(P, N) if chunk_size is None else int(chunk_size)
+    C = DEFAULT_CHUNK if chunk_size is None else int(chunk_size)
     if C < 1:
         raise ValueError(f"chunk_size {chunk_size} must be a positive number of tokens")
     R = Bsz * H
@@ -126,11 +125,10 @@ def in_chunk_decay_sums(dt_BTH, A_R, C):
     return dt, (dt * A_R[:, None]).double().cumsum(-1)
 
 
-def exp_or_zero(log_e, log_2=None):
-    """exp(log_e) (as exp2(log_2) when given) where log_e >= the float32 floor, else exactly 0; as float32
-    [..., 1]. Computed in float64, so no float32 product of it can turn subnormal."""
-    e = torch.exp2(log_2) if log_2 is not None else torch.exp(log_e)
-    return torch.where(log_e >= FLOAT32_EXP_FLOOR, e, 0.0).float().unsqueeze(-1)
+def exp_or_zero(log_e):
+    """exp(log_e) where log_e >= the float32 floor, else exactly 0; as float32 [..., 1]. Computed in float64,
+    so no float32 product of it can turn subnormal."""
+    return torch.where(log_e >= FLOAT32_EXP_FLOOR, torch.exp(log_e), 0.0).float().unsqueeze(-1)
 
 
 FACTOR_SPAN2 = 40.0   # log2 units: chunks whose decay spans less than 2^-40 take the factored form
@@ -147,9 +145,8 @@ def decay_factors(dt_BTH, A_R, C):
     Factored (when every chunk's decay spans at most 2^-FACTOR_SPAN2, as mild decays do): the decay from s to
     r is split exp(cum_r - cum_0) exp(cum_0 - cum_s) onto C and B (factors within 2^-40..2^40, no [C, C]
     exp), so U's state-update factor and the read-out's are one number per chunk."""
-    Bsz, T, H = dt_BTH.shape
-    dt = chunked_view(dt_BTH.float().unsqueeze(-1), C).reshape(-1, Bsz * H, C)    # [NC, R, C]
-    c2 = (dt * A_R[:, None]).double().cumsum_(-1).mul_(LOG2E)                    # as the recurrence rounds dt A
+    dt, cum = in_chunk_decay_sums(dt_BTH, A_R, C)                                # [NC, R, C]
+    c2 = cum.mul_(LOG2E)                                                           # in log2 units
     hi = c2.float()
     f_lo = torch.exp2(c2.sub_(hi).float())                                         # exp(lo), ~1
     NC, R = dt.shape[:2]
