@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import torch
 
 from archprobe.ops.chunking import chunk_major, decay_exp, exp_floor
+from archprobe.ops.kda.naive import compute_dtype
 
 SUB = 32            # the most rows per diagonal sub-block of the decayed products
 HALF_SPAN = 30.0    # a diagonal sub-block's factors stay within exp(+-30): products >= exp(-60) ~ 1e-26
@@ -238,17 +239,18 @@ def choose_chunk(g_BTHK: torch.Tensor, K: int, V: int) -> int:
     1.02-1.15x 32 on the others. One-decay-per-head gates (Gated DeltaNet, solved undecayed):
     SHAPE_CHUNK, halved while some chunk decays by more than CHUNK_SOLVE_SPAN. One pass over g."""
     B, T, H, Kg = g_BTHK.shape
+
+    def most_decay(C: int) -> float:   # the most any whole chunk of C tokens decays, in any channel
+        n = T // C
+        return -g_BTHK[:, :n * C].float().reshape(B, n, C, H, Kg).sum(2).amin().item()
+
     C = SHAPE_CHUNK
     if T < C:
         return C
-    n = T // C
-    sums = g_BTHK[:, :n * C].float().reshape(B, n, C, H, Kg).sum(2)        # each chunk's decay per channel
     if Kg > 1:
-        return C if K * V > SMALL_HEAD and -sums.amin().item() <= 2 * HALF_SPAN else MIN_CHUNK
-    while C > MIN_CHUNK and -sums.amin().item() > CHUNK_SOLVE_SPAN:
+        return C if K * V > SMALL_HEAD and most_decay(C) <= 2 * HALF_SPAN else MIN_CHUNK
+    while C > MIN_CHUNK and most_decay(C) > CHUNK_SOLVE_SPAN:
         C //= 2
-        n = T // C
-        sums = g_BTHK[:, :n * C].float().reshape(B, n, C, H, Kg).sum(2)
     return C
 
 
@@ -278,7 +280,7 @@ def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial
     B, T, H, K = k_BTHK.shape
     V = v_BTHV.shape[-1]
     if T == 0:   # no tokens: an empty read-out, the state as given (as kda_recurrent returns them)
-        dt = torch.float64 if q_BTHK.dtype == torch.float64 else torch.float32
+        dt = compute_dtype(q_BTHK)
         state = (torch.zeros(B, H, K, V, dtype=dt, device=q_BTHK.device) if initial_state is None
                  else initial_state.to(dt).clone())
         return q_BTHK.new_empty(B, 0, H, V), (state if output_final_state else None)
@@ -313,7 +315,7 @@ def _capped(g_NRCK):
 def _kda_segment(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state, out_BTHV, C):
     """One segment: writes its read-out into out_BTHV (a slice of the caller's output) and returns the
     state after its last token, [B, H, K, V] in the compute dtype."""
-    dt = torch.float64 if q_BTHK.dtype == torch.float64 else torch.float32
+    dt = compute_dtype(q_BTHK)
     B, T, H, K = k_BTHK.shape
     V = v_BTHV.shape[-1]
     R = B * H

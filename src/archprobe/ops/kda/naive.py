@@ -15,14 +15,16 @@ from __future__ import annotations
 import torch
 
 
-def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+def compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """float64 for float64 inputs, else float32 (the state and every product, whatever the inputs' dtype);
+    the chunked form computes in the same one."""
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
 def kda_recurrent(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial_state=None,
                   output_final_state=False):
     """Returns (o [B, T, H, V] in q's dtype, final state [B, H, K, V] float32 or None)."""
-    dt = _compute_dtype(q_BTHK)
+    dt = compute_dtype(q_BTHK)
     B, T, H, K = k_BTHK.shape
     V = v_BTHV.shape[-1]
     scale = K ** -0.5 if scale is None else scale
