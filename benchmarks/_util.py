@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -10,6 +11,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # benchmarks reuse the tests' hub stand-in
     sys.path.insert(0, str(ROOT))
+
+
+def set_threads(env: str, default: int) -> None:
+    """torch's thread count from the environment variable `env` (else `default`). Set it to 1 on a loaded
+    host: with more threads than free cores torch's worker threads wait on each other (measured 10-100x
+    slower per call at load 8 on 2 cores), and the ratios then measure that."""
+    import torch
+
+    value = os.environ.get(env, str(default))
+    if not value.isdigit() or int(value) < 1:
+        sys.exit(f"{env} must be a positive whole number of threads, not {value!r}")
+    torch.set_num_threads(int(value))
 
 
 def timed(fn, repeat: int = 5) -> tuple[float, object]:

@@ -22,7 +22,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from _util import measured_fp32_peak, paired_ratio, round_robin, table
+from _util import measured_fp32_peak, paired_ratio, round_robin, set_threads, table
 
 from archprobe.ops.kda import kda_chunked
 from archprobe.ops.ssd import DEFAULT_CHUNK, ssd_chunked
@@ -111,9 +111,7 @@ def add_rows(rows, verdicts, shape, regime, timed, anchor, ours, roof, ref, got)
 
 
 def main():
-    # GDN_SSD_THREADS=1 on a loaded host: with more threads than free cores torch's worker threads wait on each
-    # other (measured 10-100x slower per call at load 8 on 2 cores), and the ratios then measure that
-    torch.set_num_threads(int(os.environ.get("GDN_SSD_THREADS", os.cpu_count() or 1)))
+    set_threads("GDN_SSD_THREADS", os.cpu_count() or 1)
     peak = measured_fp32_peak()
     rows, verdicts = [], []
     which = os.environ.get("GDN_SSD_ONLY", "gdn,ssd").split(",")

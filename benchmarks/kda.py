@@ -28,7 +28,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from _util import measured_fp32_peak, paired_ratio, round_robin, table
+from _util import measured_fp32_peak, paired_ratio, round_robin, set_threads, table
 
 from archprobe.ops.kda import kda_chunked
 
@@ -87,9 +87,7 @@ def spread(timed, slower, faster):
 
 
 def main():
-    # KDA_THREADS=1 on a loaded host: with more threads than free cores torch's worker threads wait on each
-    # other (measured 10-100x slower per call at load 8 on 2 cores), and the ratios then measure that
-    torch.set_num_threads(int(os.environ.get("KDA_THREADS", os.cpu_count() or 1)))
+    set_threads("KDA_THREADS", os.cpu_count() or 1)
     T = int(os.environ.get("KDA_T", 8192))
     peak = measured_fp32_peak()
     rows, verdicts = [], []

@@ -16,7 +16,7 @@ import os
 
 import torch
 import torch.nn.functional as F
-from _util import measured_fp32_peak, paired_ratio, round_robin, table
+from _util import measured_fp32_peak, paired_ratio, round_robin, set_threads, table
 
 from archprobe.nn.moe import ExpertBank
 from archprobe.ops.moe import glu_expert, moe_dense_reference, moe_dispatch, moe_route
@@ -26,8 +26,7 @@ N, D, E, K, FW = 4096, 1024, 64, 8, 512
 
 
 def main():
-    # MOE_THREADS=1 on a loaded host (more threads than free cores: torch's workers wait on each other)
-    torch.set_num_threads(int(os.environ.get("MOE_THREADS", torch.get_num_threads())))
+    set_threads("MOE_THREADS", torch.get_num_threads())
     torch.manual_seed(0)
     x = torch.randn(N, D)
     wg, wu = torch.randn(E, FW, D) * D ** -0.5, torch.randn(E, FW, D) * D ** -0.5
