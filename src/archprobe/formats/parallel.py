@@ -46,6 +46,14 @@ def read_headers(paths: Sequence[str], on_done: Callable[[Header], None] | None 
         pool.shutdown(wait=False, cancel_futures=True)
         for proc in processes:
             proc.terminate()
+        # let the pool's manager thread finish closing its wakeup pipe before the error ends the process:
+        # Python 3.11's exit hook otherwise races it and prints "Exception ignored ... Bad file descriptor"
+        # under the one-line error (seen once in a CI run); bounded, as a worker stuck in the kernel may not die
+        for proc in processes:
+            proc.join(timeout=2)
+        manager = getattr(pool, "_executor_manager_thread", None)
+        if manager is not None:
+            manager.join(timeout=5)
         raise
     pool.shutdown()
     return results
