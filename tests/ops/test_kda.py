@@ -70,7 +70,7 @@ def test_float64_reference_agrees_with_op_in_float64():
     assert torch.allclose(out, ref, atol=1e-12) and torch.allclose(s, s_ref, atol=1e-12)
 
 
-def test_very_strong_unbounded_decay_stays_finite():
+def test_very_strong_unbounded_decay_stays_finite(default_form):
     q, k, v, g, beta = make(1, 130, 2, 16, 8, strong=False)
     g = g * 40  # -exp(A)*softplus can decay far faster than K3's -5 bound
     out, _ = kda_chunked(q, k, v, g, beta)
@@ -159,7 +159,7 @@ def f64(*xs):
 
 @pytest.mark.parametrize("regime", REGIMES)
 @pytest.mark.parametrize("chunk", [None, 16, 64])
-def test_chunked_equals_float64_recurrence_in_every_decay_regime(regime, chunk):
+def test_chunked_equals_float64_recurrence_in_every_decay_regime(regime, chunk, default_form):
     """Output and final state (from a non-zero initial state, T not a multiple of any chunk) against the
     float64 recurrence, at the op's own chunk choice and at fixed ones."""
     q, k, v, g, beta = regime_inputs(regime, seed=3)
@@ -180,7 +180,7 @@ def test_gradients_at_the_default_chunk(regime):
 
 
 @pytest.mark.parametrize("regime", ["mild", "unbounded", "extreme"])
-def test_one_decay_per_head_as_gated_deltanet_passes_it(regime):
+def test_one_decay_per_head_as_gated_deltanet_passes_it(regime, default_form):
     """g as [B, T, H] and as [B, T, H] expanded over K (stride 0) run the per-head form; both equal the
     recurrence with the decay repeated over the channels; gradients too."""
     q, k, v, g, beta = regime_inputs(regime, per_head=True, seed=2)
@@ -203,7 +203,7 @@ def subnormal_count(x: torch.Tensor) -> int:
 
 @pytest.mark.parametrize("regime", REGIMES)
 @pytest.mark.parametrize("per_head", [False, True])
-def test_no_subnormal_values_in_any_intermediate(regime, per_head):
+def test_no_subnormal_values_in_any_intermediate(regime, per_head, default_form):
     """Every tensor the chunked form multiplies (decayed products, decayed copies, the solved inverse, the
     state after each segment) holds normal floats or exact zeros: subnormal arithmetic is what made the
     op 10x slower on x86 without flush-to-zero (issue 17)."""
@@ -294,9 +294,11 @@ def test_decay_shared_by_every_channel_is_taken_out_only_where_it_grows_the_sub_
 
 
 def test_mild_gates_take_the_one_block_path_and_still_equal_the_recurrence(monkeypatch):
-    """Mild gates (no decay in a chunk below exp(-30)) skip the sub-block machinery; K3's typical gates do not."""
+    """Mild gates (no decay in a chunk below exp(-30)) skip the sub-block machinery; K3's typical gates do
+    not. (The chunked form at the op's own chunk: the fused kernel off.)"""
     from archprobe.ops.kda import chunked
 
+    monkeypatch.setenv("ARCHPROBE_NATIVE", "0")
     calls = []
     real = chunked._one_block
     monkeypatch.setattr(chunked, "_one_block", lambda *a: calls.append(1) or real(*a))
@@ -333,7 +335,7 @@ def test_a_token_decaying_past_the_floor_is_capped_only_where_its_factors_were_b
 
 
 @pytest.mark.parametrize("per_token", [-31.0, -45.0, -100.0])
-def test_every_channel_decaying_past_the_floor_each_token_stays_exact(per_token):
+def test_every_channel_decaying_past_the_floor_each_token_stays_exact(per_token, default_form):
     """Every channel decays past exp(-30) on every token (so all of it is shared and all of it capped): the
     shared decay must come from the capped gates too, or the relative decay G - h grows past 0 and the
     factors overflow (caught in review: NaN at -45 and -100)."""
@@ -348,7 +350,7 @@ def test_every_channel_decaying_past_the_floor_each_token_stays_exact(per_token)
     assert_close("recurrent_vs_chunked", s_ref, s, name=f"{per_token} final state")
 
 
-def test_no_tokens_gives_an_empty_read_out_and_the_state_as_given():
+def test_no_tokens_gives_an_empty_read_out_and_the_state_as_given(default_form):
     """T = 0 (a prompt that was all padding): the chunked form answers as the recurrence does."""
     q = k = torch.randn(2, 0, 3, 16)
     v, g, beta = torch.randn(2, 0, 3, 8), -torch.rand(2, 0, 3, 16), torch.rand(2, 0, 3)

@@ -103,7 +103,7 @@ class HybridConfig:
     gate_lower_bound: float = -5.0
     use_full_rank_gate: bool = True
     a_log_len: int | None = None
-    kda_chunk_size: int = 32   # chunk of kda_chunked; 32 is the fastest on CPU (benchmarks/kda.py)
+    kda_chunk_size: int | None = None   # chunk of kda_chunked; None: the op's choice (the fused kernel on CPU)
     # Gated DeltaNet (Qwen3-Next)
     linear_num_key_heads: int = 2
     linear_num_value_heads: int = 4

@@ -26,7 +26,7 @@ from archprobe.nn.norm import SiluGatedRMSNorm, l2norm
 
 class GatedDeltaNet(nn.Module):
     def __init__(self, hidden: int, key_heads: int, value_heads: int, key_dim: int, value_dim: int,
-                 conv_kernel: int = 4, norm_eps: float = 1e-6, chunk_size: int = 32, layout: str = "grouped",
+                 conv_kernel: int = 4, norm_eps: float = 1e-6, chunk_size: int | None = None, layout: str = "grouped",
                  beta_scale: float = 1.0):
         super().__init__()
         if value_heads % key_heads:

@@ -25,7 +25,7 @@ from archprobe.nn.norm import GatedRMSNorm, l2norm
 from archprobe.ops.kda import kda_chunked, kda_recurrent
 
 
-def run_delta_rule(q, k, v, g, beta, state, chunk_size: int, scale=None):
+def run_delta_rule(q, k, v, g, beta, state, chunk_size: int | None, scale=None):
     """(o, final state): the recurrence for one decoded token after a prefill (no chunk to fill), the
     chunked form otherwise. Shared by KDA and Gated DeltaNet."""
     if q.shape[1] == 1 and state is not None:
@@ -46,7 +46,7 @@ class KDACache:
 class KimiDeltaAttention(nn.Module):
     def __init__(self, hidden: int, heads: int, head_dim: int, *, conv_kernel: int = 4, gate: str = "bounded",
                  gate_lower_bound: float = -5.0, output_gate: str = "full_rank", a_log_len: int | None = None,
-                 norm_eps: float = 1e-5, decay_rank: int | None = None, chunk_size: int = 32):
+                 norm_eps: float = 1e-5, decay_rank: int | None = None, chunk_size: int | None = None):
         super().__init__()
         if gate not in ("bounded", "softplus"):
             raise ValueError(f"gate must be 'bounded' (K3) or 'softplus' (Kimi Linear), not {gate!r}")

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import torch
 
 from archprobe.ops.chunking import chunk_major, decay_exp, exp_floor
+from archprobe.ops.kda import native
 from archprobe.ops.kda.naive import compute_dtype
 
 SUB = 32            # the most rows per diagonal sub-block of the decayed products
@@ -276,7 +277,9 @@ def per_head_gate(g: torch.Tensor) -> torch.Tensor:
 def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial_state=None,
                 output_final_state=False, chunk_size=None):
     """Same contract as `kda_recurrent`. chunk_size: a power of two, or None (the default) for the op's
-    own choice from the shape and the decay (`choose_chunk`)."""
+    own choice: forward-only float32 on the CPU runs the fused C recurrence (`native.forward`, one pass over
+    the state per token, no chunk at all), anything else the chunk `choose_chunk` picks from the shape
+    and the decay."""
     B, T, H, K = k_BTHK.shape
     V = v_BTHV.shape[-1]
     if T == 0:   # no tokens: an empty read-out, the state as given (as kda_recurrent returns them)
@@ -285,11 +288,14 @@ def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial
                  else initial_state.to(dt).clone())
         return q_BTHK.new_empty(B, 0, H, V), (state if output_final_state else None)
     g_BTHK = per_head_gate(g_BTHK)
-    if chunk_size is None:
+    scale = K ** -0.5 if scale is None else scale
+    if chunk_size is None:   # the op's choice: the fused recurrence where it applies, else a chunk size
+        fused = native.forward(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, scale, initial_state)
+        if fused is not None:
+            return fused[0], (fused[1] if output_final_state else None)
         chunk_size = choose_chunk(g_BTHK, K, V)
     if chunk_size < 1 or chunk_size & (chunk_size - 1):
         raise ValueError(f"chunk_size {chunk_size} must be a power of two (16, 32, 64, ...)")
-    scale = K ** -0.5 if scale is None else scale
     out = torch.empty(B, T, H, V, dtype=q_BTHK.dtype, device=q_BTHK.device)
     L = segment_tokens(B, H, K, V, chunk_size)
     state = initial_state

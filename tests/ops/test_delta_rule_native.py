@@ -1,0 +1,209 @@
+"""The fused C recurrence behind kda_chunked's defaults (ops/native/delta_rule.c via ops/kda/native.py):
+equal to the float64 recurrence over shapes that exercise every strip width and thread split; taken
+only where it applies; its shape checks stand between a caller's mistake and the C loop; it leaves the
+caller's floating-point mode as it was; the compile cache and the fallback where no compiler works."""
+
+from __future__ import annotations
+
+import platform
+import random
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from archprobe.ops import native
+from archprobe.ops.kda import kda_chunked, kda_recurrent
+from archprobe.ops.kda import native as kda_native
+from archprobe.testing import assert_close
+from tests.ops.conftest import require_native
+from tests.ops.test_kda import f64, regime_gate
+
+
+@pytest.fixture(autouse=True)
+def _native_on(monkeypatch):
+    monkeypatch.delenv("ARCHPROBE_NATIVE", raising=False)
+    require_native()
+
+
+def inputs(B, T, H, K, V, regime="k3", per_head=False, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q = F.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1)
+    k = F.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1)
+    v = torch.randn(B, T, H, V, generator=gen)
+    g = regime_gate(regime, (B, T, H, 1 if per_head else K), gen)
+    beta = torch.sigmoid(torch.randn(B, T, H, generator=gen))
+    return q, k, v, (g.squeeze(-1) if per_head else g), beta
+
+
+def counted(monkeypatch) -> list:
+    """A list that grows by one each time the fused kernel answers."""
+    calls = []
+    real = kda_native.forward
+
+    def forward(*a):
+        out = real(*a)
+        calls.append(out is not None)
+        return out
+    monkeypatch.setattr(kda_native, "forward", forward)
+    return calls
+
+
+def fused(*args, **kw):
+    """kda_chunked at its defaults, asserting it took the fused kernel."""
+    with pytest.MonkeyPatch.context() as mp:
+        calls = counted(mp)
+        out = kda_chunked(*args, **kw)
+    assert calls == [True], "the op's defaults did not take the fused kernel"
+    return out
+
+
+def test_a_random_sweep_equals_the_float64_recurrence():
+    """Every strip width (V below, at and past a vector, partial last strips), odd K, one token, per-head
+    and per-channel gates in every regime, with and without an initial state, 1 to 3 threads."""
+    rng = random.Random(7)
+    regimes = ["mild", "k3", "k3_strong_end", "unbounded", "extreme"]
+    threads = torch.get_num_threads()
+    try:
+        for case in range(40):
+            B, T, H = rng.randint(1, 2), rng.choice([1, 2, 17, 64, 130]), rng.randint(1, 3)
+            K, V = rng.choice([1, 3, 16, 33, 64]), rng.choice([1, 5, 16, 31, 64, 100, 129, 200])
+            regime, per_head = rng.choice(regimes), rng.random() < 0.3
+            torch.set_num_threads(rng.randint(1, 3))
+            q, k, v, g, beta = inputs(B, T, H, K, V, regime, per_head, seed=case)
+            s0 = torch.randn(B, H, K, V) if rng.random() < 0.5 else None
+            scale = rng.choice([None, 0.3])
+            out, s = fused(q, k, v, g, beta, scale=scale, initial_state=s0, output_final_state=True)
+            ref, s_ref = kda_recurrent(*f64(q, k, v, g, beta), scale=scale, initial_state=f64(s0)[0],
+                                       output_final_state=True)
+            name = f"case {case}: B={B} T={T} H={H} K={K} V={V} {regime} per_head={per_head}"
+            assert out.dtype == torch.float32 and s.dtype == torch.float32, name
+            assert_close("recurrent_vs_chunked", ref, out, name=name + " output")
+            assert_close("recurrent_vs_chunked", s_ref, s, name=name + " final state")
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_strided_and_low_precision_inputs():
+    """Views with any strides are read as their values; bf16 inputs give a bf16 read-out and a float32
+    state, as the recurrence does."""
+    q, k, v, g, beta = inputs(1, 40, 2, 16, 24, seed=3)
+    qt, kt = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, k))   # non-contiguous views
+    assert not qt.is_contiguous()
+    out, s = fused(qt, kt, v, g, beta, output_final_state=True)
+    ref, s_ref = kda_recurrent(*f64(q, k, v, g, beta), output_final_state=True)
+    assert_close("recurrent_vs_chunked", ref, out, name="strided output")
+    bf = [x.bfloat16() for x in (q, k, v, g, beta)]
+    out, s = fused(*bf, output_final_state=True)
+    ref, _ = kda_recurrent(*bf, output_final_state=True)
+    assert out.dtype == torch.bfloat16 and s.dtype == torch.float32
+    assert (out.float() - ref.float()).abs().max() <= 0.02 * ref.float().abs().max()
+
+
+def test_taken_only_where_it_applies(monkeypatch):
+    """Autograd, float64 and an explicit chunk_size run the chunked form; under no_grad a tensor that
+    requires a gradient does not stop the kernel."""
+    q, k, v, g, beta = inputs(1, 20, 2, 8, 8)
+    assert kda_native.forward(q, k, v, g, beta, 0.3, None) is not None
+    assert kda_native.forward(*f64(q, k, v, g, beta), 0.3, None) is None
+    assert kda_chunked(*f64(q, k, v, g, beta))[0].dtype == torch.float64
+    leaf = q.clone().requires_grad_(True)
+    assert kda_native.forward(leaf, k, v, g, beta, 0.3, None) is None
+    with torch.no_grad():
+        assert kda_native.forward(leaf, k, v, g, beta, 0.3, None) is not None
+    calls = counted(monkeypatch)
+    kda_chunked(q, k, v, g, beta, chunk_size=16)
+    assert calls == []
+
+
+def test_disabled_by_the_environment(monkeypatch):
+    q, k, v, g, beta = inputs(1, 20, 2, 8, 8)
+    monkeypatch.setenv("ARCHPROBE_NATIVE", "0")
+    assert native.library("delta_rule") is None and native.unavailable_reason("delta_rule") == "ARCHPROBE_NATIVE=0"
+    assert kda_native.forward(q, k, v, g, beta, 0.3, None) is None
+    out, _ = kda_chunked(q, k, v, g, beta)   # the chunked form
+    assert_close("recurrent_vs_chunked", kda_recurrent(*f64(q, k, v, g, beta))[0], out, name="fallback")
+
+
+@pytest.mark.parametrize("bad", ["k", "v", "g", "beta", "state"])
+def test_mismatched_shapes_are_a_value_error_before_the_loop(bad):
+    """The C loop trusts its shapes: a mismatch must stop in Python, never read or write out of bounds."""
+    q, k, v, g, beta = inputs(2, 10, 3, 8, 8)
+    state = torch.zeros(2, 3, 8, 8)
+    wrong = {"k": k[:, :9], "v": v[:1], "g": g[..., :5], "beta": beta[:, :, :2], "state": state[:, :, :4]}[bad]
+    args = {"k": k, "v": v, "g": g, "beta": beta, "state": state}
+    args[bad] = wrong
+    with pytest.raises(ValueError):
+        kda_native.forward(q, args["k"], args["v"], args["g"], args["beta"], 0.3, args["state"])
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64", "i686", "i386"),
+                    reason="flush-to-zero is set through x86's MXCSR")
+def test_no_subnormal_in_the_state_and_the_callers_float_mode_untouched():
+    """Decays that drive the state below float32's smallest normal leave exact zeros there (the kernel's
+    threads flush them), and the calling thread computes subnormals again afterwards."""
+    q, k, v, g, beta = inputs(1, 300, 2, 16, 40, regime="mild")
+    g[:, 150:] = -0.62   # then nothing new comes in, and 150 x 0.62 = 93 walks the state to ~1e-41
+    k[:, 150:] = 0.0
+    out, s = fused(q, k, v, g, beta, output_final_state=True)
+    ref, _ = kda_recurrent(q, k, v, g, beta, output_final_state=True)
+    tiny = torch.finfo(torch.float32).tiny
+
+    def subnormals(x):
+        return int(((x != 0) & (x.abs() < tiny)).sum())
+    assert subnormals(ref) > 0           # the test reaches the subnormal range (torch's recurrence goes there)
+    assert subnormals(s) == 0 and subnormals(out) == 0
+
+    def product(a, b):
+        return a * b
+    assert product(1e-300, 1e-20) > 0.0                          # float64 subnormal in this thread
+    assert float(torch.tensor([1e-30]) * torch.tensor([1e-10])) > 0.0   # float32 subnormal in torch
+
+
+def test_a_broken_compiler_falls_back_with_a_reason(monkeypatch, tmp_path):
+    """CC pointing at a compiler that fails: no library, a one-line reason, the op still answers."""
+    monkeypatch.setenv("CC", "false")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    native._load.cache_clear()
+    try:
+        assert native.library("delta_rule") is None
+        assert native.unavailable_reason("delta_rule")
+        q, k, v, g, beta = inputs(1, 20, 2, 8, 8)
+        out, _ = kda_chunked(q, k, v, g, beta)
+        assert_close("recurrent_vs_chunked", kda_recurrent(*f64(q, k, v, g, beta))[0], out, name="fallback")
+    finally:
+        native._load.cache_clear()
+
+
+def test_the_library_is_built_once_into_the_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    native._load.cache_clear()
+    try:
+        assert native.library("delta_rule") is not None
+        built = list((tmp_path / "archprobe" / "native").glob("delta_rule-*.so"))
+        assert len(built) == 1
+        mtime = built[0].stat().st_mtime_ns
+        native._load.cache_clear()
+        assert native.library("delta_rule") is not None
+        assert [p.stat().st_mtime_ns for p in (tmp_path / "archprobe" / "native").glob("*.so")] == [mtime]
+    finally:
+        native._load.cache_clear()
+
+
+def test_infinite_and_nan_gates_answer_as_the_recurrence():
+    """A -inf log-decay (a channel forgetting at once) gives the recurrence's finite answer; a NaN one
+    propagates, as in the recurrence; a decay per head of every size, through the in-loop exp."""
+    q, k, v, g, beta = inputs(1, 50, 2, 16, 20, seed=4)
+    g[:, 10, :, 3] = -float("inf")
+    out, s = fused(q, k, v, g, beta, output_final_state=True)
+    ref, s_ref = kda_recurrent(*f64(q, k, v, g, beta), output_final_state=True)
+    assert bool(torch.isfinite(out).all())
+    assert_close("recurrent_vs_chunked", ref, out, name="-inf gate")
+    g[:, 20, 1, 5] = float("nan")
+    out, s = fused(q, k, v, g, beta, output_final_state=True)
+    assert bool(torch.isnan(out[:, 20:, 1]).any()) and bool(torch.isfinite(out[:, :20]).all())
+    per_head = torch.linspace(-40.0, 0.0, 50 * 2).view(1, 50, 2)   # one decay per head, across the floor
+    out, s = fused(q, k, v, per_head, beta, output_final_state=True)
+    ref, s_ref = kda_recurrent(*f64(q, k, v, per_head, beta), output_final_state=True)
+    assert_close("recurrent_vs_chunked", ref, out, name="per-head decays")
+    assert_close("recurrent_vs_chunked", s_ref, s, name="per-head decays, state")
