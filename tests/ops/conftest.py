@@ -11,7 +11,7 @@ import pytest
 from archprobe.ops import native
 
 
-def require_native(name: str = "delta_rule"):
+def require_native(name: str = "recurrences"):
     """The kernel must build where a C compiler is found (as on CI); without one the fused form cannot be
     tested at all, and the test says so instead of passing on the fallback."""
     if shutil.which(os.environ.get("CC", "cc")) is None:

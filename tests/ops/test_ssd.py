@@ -72,7 +72,7 @@ def test_long_sequences_run_as_segments_exactly(monkeypatch):
                           lambda *a: ssd.ssd_chunked(*a, chunk_size=64))
 
 
-def test_empty_sequence_keeps_the_state():
+def test_empty_sequence_keeps_the_state(default_form):
     x, dt, A, Bm, Cm = make(1, 0, 2, 4, 3)
     S0 = torch.randn(1, 2, 4, 3)
     y, S = ssd_chunked(x, dt, A, Bm, Cm, initial_state=S0, output_final_state=True)
@@ -107,8 +107,9 @@ REGIMES = ["mild", "typical", "strong", "extreme"]
 
 
 @pytest.mark.parametrize("regime", REGIMES)
-def test_every_regime_at_the_defaults_equals_the_float64_recurrence(regime, monkeypatch):
-    """No chunk_size given (the op's own chunk), an initial state, several segments (the last partial)."""
+def test_every_regime_at_the_defaults_equals_the_float64_recurrence(regime, monkeypatch, default_form):
+    """No chunk_size given (the fused kernel, or the chunked form at the op's own chunk), an initial state,
+    several segments (the last partial)."""
     import archprobe.ops.ssd as ssd
 
     monkeypatch.setattr(ssd, "SEGMENT_BYTES", 64 * 3 * (8 + 2 * 6) * 4)   # segments of 64 or 96 tokens
@@ -129,8 +130,11 @@ def test_no_subnormal_value_in_any_intermediate(regime, monkeypatch):
     """The factors, and after every segment every buffer the fast form multiplies (the chunk states, C B^T
     times the decays, the decays, U and its decayed copy, B and the scaled C, the output rows) hold normal
     floats or exact zeros:
-    subnormal arithmetic is what makes x86 10-100x slower without flush-to-zero (issue 17)."""
+    subnormal arithmetic is what makes x86 10-100x slower without flush-to-zero (issue 17). (The chunked
+    form: the fused kernel off.)"""
     import archprobe.ops.ssd as ssd
+
+    monkeypatch.setenv("ARCHPROBE_NATIVE", "0")
 
     x, dt, A, Bm, Cm = regime_inputs(regime, T=256, H=4, P=16, N=16, seed=3)
     factors = ssd.decay_factors(dt, A, ssd.DEFAULT_CHUNK)
@@ -152,7 +156,7 @@ def test_no_subnormal_value_in_any_intermediate(regime, monkeypatch):
     assert subnormal_count(y) == 0 and subnormal_count(S) == 0
 
 
-def test_results_do_not_share_the_reused_buffers():
+def test_results_do_not_share_the_reused_buffers(default_form):
     """The no-grad path keeps its buffers between calls: a result must not change under a later call."""
     x, dt, A, Bm, Cm = regime_inputs("typical", T=100)
     y1, S1 = ssd_chunked(x, dt, A, Bm, Cm, output_final_state=True)

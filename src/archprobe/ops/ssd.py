@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from archprobe.ops.chunking import FLOAT32_EXP_FLOOR
+from archprobe.ops.native import ssd as native_ssd
 
 LOG2E = 1.0 / math.log(2.0)
 FLOOR2 = FLOAT32_EXP_FLOOR * LOG2E   # the exp floor in log2 units: exp2 runs ~3x faster than exp on CPU
@@ -79,13 +80,18 @@ def segment_tokens(R: int, P: int, N: int, chunk: int) -> int:
 def ssd_chunked(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, *, initial_state=None, output_final_state=False,
                 chunk_size=None):
     """Same contract as `ssd_recurrent`: the chunked (matmul) form. chunk_size: tokens per chunk, or None
-    for the op's own choice. Long sequences run as a chain of segments with the state carried across
+    for the op's own choice: forward-only on the CPU, the fused C recurrence (`native.ssd.forward`, no
+    chunk), else DEFAULT_CHUNK. Long sequences run as a chain of segments with the state carried across
     (exact), so the working memory does not grow with T."""
     Bsz, T, H, P = x_BTHP.shape
     N = B_BTHN.shape[-1]
     if T == 0:
         return ssd_recurrent(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, initial_state=initial_state,
                              output_final_state=output_final_state)
+    if chunk_size is None:   # the op's choice: the fused recurrence where it applies, else DEFAULT_CHUNK
+        fused = native_ssd.forward(x_BTHP, dt_BTH, A_H, B_BTHN, C_BTHN, initial_state)
+        if fused is not None:
+            return fused[0], (fused[1] if output_final_state else None)
     C = DEFAULT_CHUNK if chunk_size is None else int(chunk_size)
     if C < 1:
         raise ValueError(f"chunk_size {chunk_size} must be a positive number of tokens")

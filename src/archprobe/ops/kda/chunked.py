@@ -38,8 +38,8 @@ from dataclasses import dataclass
 import torch
 
 from archprobe.ops.chunking import chunk_major, decay_exp, exp_floor
-from archprobe.ops.kda import native
 from archprobe.ops.kda.naive import compute_dtype
+from archprobe.ops.native import delta_rule as native
 
 SUB = 32            # the most rows per diagonal sub-block of the decayed products
 HALF_SPAN = 30.0    # a diagonal sub-block's factors stay within exp(+-30): products >= exp(-60) ~ 1e-26

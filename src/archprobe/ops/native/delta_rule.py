@@ -1,4 +1,4 @@
-"""KDA and Gated DeltaNet forward on the CPU through the fused C recurrence (ops/native/delta_rule.c).
+"""KDA and Gated DeltaNet forward on the CPU through the fused C recurrence (recurrences.c here).
 
 Why: on a CPU the chunked form's many torch calls and passes cost more than its matmuls save; the
 recurrence fused into one pass over the state per token, with the state's strips held in cache, ran
@@ -14,15 +14,15 @@ import ctypes
 
 import torch
 
-from archprobe.ops import native
 from archprobe.ops.chunking import FLOAT32_EXP_FLOOR
+from archprobe.ops.native import library
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 MAX_KEY_DIM = 1 << 16   # a strip holds K rows; past this the chunked form runs
 
 
 def _kernel():
-    lib = native.library("delta_rule")
+    lib = library("recurrences")
     if lib is None:
         return None
     f = lib.delta_rule_forward

@@ -1,7 +1,8 @@
-"""The fused C recurrence behind kda_chunked's defaults (ops/native/delta_rule.c via ops/kda/native.py):
-equal to the float64 recurrence over shapes that exercise every strip width and thread split; taken
-only where it applies; its shape checks stand between a caller's mistake and the C loop; it leaves the
-caller's floating-point mode as it was; the compile cache and the fallback where no compiler works."""
+"""The fused C recurrences behind kda_chunked's and ssd_chunked's defaults (ops/native/recurrences.c via
+ops/native/delta_rule.py and ops/native/ssd.py): equal to the float64 recurrences over shapes that exercise
+every strip width and thread split, and (SSD) every path of its scaled state; taken only where they apply;
+their shape checks stand between a caller's mistake and the C loop; they leave the caller's floating-point
+mode as it was; the compile cache and the fallback where no compiler works."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ import torch.nn.functional as F
 
 from archprobe.ops import native
 from archprobe.ops.kda import kda_chunked, kda_recurrent
-from archprobe.ops.kda import native as kda_native
+from archprobe.ops.native import delta_rule as kda_native
+from archprobe.ops.native import ssd as ssd_native
+from archprobe.ops.ssd import ssd_chunked, ssd_recurrent
 from archprobe.testing import assert_close
 from tests.ops.conftest import require_native
 from tests.ops.test_kda import f64, regime_gate
+from tests.ops.test_ssd import reference as ssd_reference
 
 
 @pytest.fixture(autouse=True)
@@ -119,7 +123,7 @@ def test_taken_only_where_it_applies(monkeypatch):
 def test_disabled_by_the_environment(monkeypatch):
     q, k, v, g, beta = inputs(1, 20, 2, 8, 8)
     monkeypatch.setenv("ARCHPROBE_NATIVE", "0")
-    assert native.library("delta_rule") is None and native.unavailable_reason("delta_rule") == "ARCHPROBE_NATIVE=0"
+    assert native.library("recurrences") is None and native.unavailable_reason("recurrences") == "ARCHPROBE_NATIVE=0"
     assert kda_native.forward(q, k, v, g, beta, 0.3, None) is None
     out, _ = kda_chunked(q, k, v, g, beta)   # the chunked form
     assert_close("recurrent_vs_chunked", kda_recurrent(*f64(q, k, v, g, beta))[0], out, name="fallback")
@@ -166,8 +170,8 @@ def test_a_broken_compiler_falls_back_with_a_reason(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     native._load.cache_clear()
     try:
-        assert native.library("delta_rule") is None
-        assert native.unavailable_reason("delta_rule")
+        assert native.library("recurrences") is None
+        assert native.unavailable_reason("recurrences")
         q, k, v, g, beta = inputs(1, 20, 2, 8, 8)
         out, _ = kda_chunked(q, k, v, g, beta)
         assert_close("recurrent_vs_chunked", kda_recurrent(*f64(q, k, v, g, beta))[0], out, name="fallback")
@@ -179,12 +183,12 @@ def test_the_library_is_built_once_into_the_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     native._load.cache_clear()
     try:
-        assert native.library("delta_rule") is not None
-        built = list((tmp_path / "archprobe" / "native").glob("delta_rule-*.so"))
+        assert native.library("recurrences") is not None
+        built = list((tmp_path / "archprobe" / "native").glob("recurrences-*.so"))
         assert len(built) == 1
         mtime = built[0].stat().st_mtime_ns
         native._load.cache_clear()
-        assert native.library("delta_rule") is not None
+        assert native.library("recurrences") is not None
         assert [p.stat().st_mtime_ns for p in (tmp_path / "archprobe" / "native").glob("*.so")] == [mtime]
     finally:
         native._load.cache_clear()
@@ -207,3 +211,132 @@ def test_infinite_and_nan_gates_answer_as_the_recurrence():
     ref, s_ref = kda_recurrent(*f64(q, k, v, per_head, beta), output_final_state=True)
     assert_close("recurrent_vs_chunked", ref, out, name="per-head decays")
     assert_close("recurrent_vs_chunked", s_ref, s, name="per-head decays, state")
+
+
+
+# --- Mamba-2's SSD ---
+
+def ssd_inputs(Bsz, T, H, P, N, dt_scale=1.0, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(Bsz, T, H, P, generator=gen)
+    dt = F.softplus(torch.randn(Bsz, T, H, generator=gen)) * dt_scale
+    A = -(1 + 15 * torch.rand(H, generator=gen))
+    return x, dt, A, torch.randn(Bsz, T, H, N, generator=gen), torch.randn(Bsz, T, H, N, generator=gen)
+
+
+def ssd_fused(*args, **kw):
+    """ssd_chunked at its defaults, asserting it took the fused kernel."""
+    calls = []
+    real = ssd_native.forward
+
+    def forward(*a):
+        out = real(*a)
+        calls.append(out is not None)
+        return out
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ssd_native, "forward", forward)
+        out = ssd_chunked(*args, **kw)
+    assert calls == [True], "the op's defaults did not take the fused kernel"
+    return out
+
+
+def test_ssd_random_sweep_equals_the_float64_recurrence():
+    """Every strip width, one token and odd lengths (the two-token passes and the single tail), decays from
+    none to past the floor (the scaled state kept, folded, or zeroed), with and without a state, 1-3 threads."""
+    rng = random.Random(11)
+    threads = torch.get_num_threads()
+    try:
+        for case in range(40):
+            Bsz, T, H = rng.randint(1, 2), rng.choice([1, 2, 3, 17, 64, 131]), rng.randint(1, 3)
+            P, N = rng.choice([1, 5, 16, 31, 64, 100, 129]), rng.choice([1, 3, 16, 64])
+            dt_scale = rng.choice([0.0, 0.001, 0.05, 0.5, 3.0, 40.0])
+            torch.set_num_threads(rng.randint(1, 3))
+            x, dt, A, Bm, Cm = ssd_inputs(Bsz, T, H, P, N, dt_scale, seed=case)
+            S0 = torch.randn(Bsz, H, P, N) if rng.random() < 0.5 else None
+            y, S = ssd_fused(x, dt, A, Bm, Cm, initial_state=S0, output_final_state=True)
+            ref_y, ref_S = ssd_reference(x, dt, A, Bm, Cm, S0)
+            name = f"case {case}: B={Bsz} T={T} H={H} P={P} N={N} dt x{dt_scale}"
+            assert y.dtype == torch.float32 and S.dtype == torch.float32, name
+            assert_close("recurrent_vs_chunked", ref_y, y, name=name + " output")
+            assert_close("recurrent_vs_chunked", ref_S, S, name=name + " final state")
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_ssd_scaled_state_folds_exactly_over_long_decays():
+    """A mild decay for thousands of tokens walks the scale c past 2^-30 many times (each a fold), then a
+    token decaying past the floor zeroes the state, then growth-free tokens start it again."""
+    x, dt, A, Bm, Cm = ssd_inputs(1, 3000, 2, 20, 8, dt_scale=0.01, seed=2)
+    dt[:, 1500] = 100.0   # a decay of exp(-100 .. -1600): below the floor, S becomes 0
+    y, S = ssd_fused(x, dt, A, Bm, Cm, output_final_state=True)
+    ref_y, ref_S = ssd_reference(x, dt, A, Bm, Cm)
+    assert_close("recurrent_vs_chunked", ref_y, y, name="long mild decay, output")
+    assert_close("recurrent_vs_chunked", ref_S, S, name="long mild decay, final state")
+    assert_close("recurrent_vs_chunked", ref_y[:, 1500:], y[:, 1500:], name="after the zeroing decay")
+
+
+def test_ssd_strided_inputs_and_the_recurrent_contract():
+    """Views are read as their values; float64 and bf16 inputs give float32 results, as ssd_recurrent does."""
+    x, dt, A, Bm, Cm = ssd_inputs(2, 40, 3, 16, 8, seed=5)
+    xt = x.transpose(1, 2).contiguous().transpose(1, 2)
+    y, S = ssd_fused(xt, dt, A, Bm, Cm, output_final_state=True)
+    ref_y, ref_S = ssd_reference(x, dt, A, Bm, Cm)
+    assert_close("recurrent_vs_chunked", ref_y, y, name="strided")
+    for dtype in (torch.float64, torch.bfloat16):
+        args = [t.to(dtype) for t in (x, dt, A, Bm, Cm)]
+        y, S = ssd_fused(*args, output_final_state=True)
+        ref_y, _ = ssd_recurrent(*args, output_final_state=True)
+        assert y.dtype == ref_y.dtype == torch.float32 and S.dtype == torch.float32
+        assert (y - ref_y).abs().max() <= 1e-4 * ref_y.abs().max()
+
+
+def test_ssd_taken_only_where_it_applies(monkeypatch):
+    x, dt, A, Bm, Cm = ssd_inputs(1, 20, 2, 8, 4)
+    assert ssd_native.forward(x, dt, A, Bm, Cm, None) is not None
+    leaf = x.clone().requires_grad_(True)
+    assert ssd_native.forward(leaf, dt, A, Bm, Cm, None) is None
+    with torch.no_grad():
+        assert ssd_native.forward(leaf, dt, A, Bm, Cm, None) is not None
+    monkeypatch.setenv("ARCHPROBE_NATIVE", "0")
+    assert ssd_native.forward(x, dt, A, Bm, Cm, None) is None
+
+
+@pytest.mark.parametrize("bad", ["dt", "A", "B", "C", "state"])
+def test_ssd_mismatched_shapes_are_a_value_error_before_the_loop(bad):
+    x, dt, A, Bm, Cm = ssd_inputs(2, 10, 3, 8, 4)
+    state = torch.zeros(2, 3, 8, 4)
+    args = {"dt": dt, "A": A, "B": Bm, "C": Cm, "state": state}
+    args[bad] = {"dt": dt[:, :9], "A": A[:2], "B": Bm[..., :3], "C": Cm[:1], "state": state[:, :, :7]}[bad]
+    with pytest.raises(ValueError):
+        ssd_native.forward(x, args["dt"], args["A"], args["B"], args["C"], args["state"])
+
+
+def test_ssd_nan_and_inf_steps_answer_as_the_recurrence():
+    """An infinite dt decays the state to 0 at once and its input is inf (NaN downstream, as in the
+    recurrence); a NaN dt propagates; neither crashes or reads out of bounds."""
+    x, dt, A, Bm, Cm = ssd_inputs(1, 30, 2, 8, 4, seed=6)
+    for bad in (float("nan"), float("inf")):
+        d = dt.clone()
+        d[:, 10, 0] = bad
+        y, _ = ssd_fused(x, d, A, Bm, Cm, output_final_state=True)
+        ref_y, _ = ssd_recurrent(x, d, A, Bm, Cm)
+        assert torch.equal(torch.isfinite(y), torch.isfinite(ref_y)), bad
+        assert bool(torch.isfinite(y[:, :10]).all()) and bool(torch.isfinite(y[:, :, 1]).all())
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64", "i686", "i386"),
+                    reason="flush-to-zero is set through x86's MXCSR")
+def test_ssd_state_never_subnormal():
+    """No new input, and a decay that walks the state through float32's subnormal range: exact zeros."""
+    x, dt, A, Bm, Cm = ssd_inputs(1, 300, 1, 16, 8, seed=7)
+    A = torch.tensor([-1.0])
+    dt[:, 100:] = 0.9
+    x[:, 100:] = 0.0
+    y, S = ssd_fused(x, dt, A, Bm, Cm, output_final_state=True)
+    ref_y, _ = ssd_recurrent(x, dt, A, Bm, Cm)
+    tiny = torch.finfo(torch.float32).tiny
+
+    def subnormals(t):
+        return int(((t != 0) & (t.abs() < tiny)).sum())
+    assert subnormals(ref_y) > 0
+    assert subnormals(y) == 0 and subnormals(S) == 0
