@@ -14,6 +14,7 @@ import functools
 import hashlib
 import os
 import platform
+import shlex
 import subprocess
 import tempfile
 from pathlib import Path
@@ -53,9 +54,9 @@ def _cpu_identity() -> str:
     return "\n".join(parts)
 
 
-def _compiler_version(cc: str) -> str | None:
+def _compiler_version(cc: list[str]) -> str | None:
     try:
-        run = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+        run = subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     return run.stdout if run.returncode == 0 else None
@@ -74,11 +75,11 @@ def _cache_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="archprobe-native-"))
 
 
-def _build(name: str, source: bytes, cc: str, version: str) -> Path | str:
+def _build(name: str, source: bytes, cc: list[str], version: str) -> Path | str:
     """The compiled library's path, or why it could not be built."""
     last = "no flag set tried"
     for flags in FLAG_SETS:
-        key = hashlib.sha256(b"\0".join([source, " ".join(flags + COMMON).encode(), version.encode(),
+        key = hashlib.sha256(b"\0".join([source, shlex.join(cc + flags + COMMON).encode(), version.encode(),
                                          _cpu_identity().encode()])).hexdigest()[:20]
         target = _cache_dir() / f"{name}-{key}.so"
         if target.exists():
@@ -87,13 +88,13 @@ def _build(name: str, source: bytes, cc: str, version: str) -> Path | str:
             src, out = Path(tmp) / f"{name}.c", Path(tmp) / f"{name}.so"
             src.write_bytes(source)
             try:
-                run = subprocess.run([cc, *flags, *COMMON, "-o", str(out), str(src), "-lm"],
+                run = subprocess.run([*cc, *flags, *COMMON, "-o", str(out), str(src), "-lm"],
                                      capture_output=True, text=True, timeout=COMPILE_SECONDS)
             except (OSError, subprocess.SubprocessError) as e:
-                last = f"{cc} failed to run: {e}"
+                last = f"{shlex.join(cc)} failed to run: {e}"
                 continue
             if run.returncode != 0:
-                last = f"{cc} {' '.join(flags)}: " + (run.stderr.strip().splitlines() or ["failed"])[-1]
+                last = f"{shlex.join(cc)} {' '.join(flags)}: " + (run.stderr.strip().splitlines() or ["failed"])[-1]
                 continue
             os.replace(out, target)   # atomic: a concurrent process sees no library or a whole one
             return target
@@ -103,10 +104,13 @@ def _build(name: str, source: bytes, cc: str, version: str) -> Path | str:
 @functools.cache
 def _load(name: str) -> ctypes.CDLL | None:
     source = (SOURCES / f"{name}.c").read_bytes()
-    cc = os.environ.get("CC", "cc")
-    version = _compiler_version(cc)
+    try:   # CC may carry arguments ("ccache gcc"), as make reads it
+        cc = shlex.split(os.environ.get("CC") or "cc")
+    except ValueError:
+        cc = []
+    version = _compiler_version(cc) if cc else None
     if version is None:
-        _reasons[name] = f"no working C compiler ({cc})"
+        _reasons[name] = f"no working C compiler (CC={os.environ.get('CC') or 'cc'})"
         return None
     built = _build(name, source, cc, version)
     if isinstance(built, str):

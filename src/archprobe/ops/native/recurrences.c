@@ -58,6 +58,8 @@ ALWAYS void store(float *p, vf x) { *(vf_unaligned *)p = x; }
 /* the first w < LANES floats, the rest 0 (a strip narrower than its vectors) */
 ALWAYS vf load_part(const float *p, int64_t w) { float t[LANES] = {0}; memcpy(t, p, w * sizeof(float)); return load(t); }
 ALWAYS void store_part(float *p, vf x, int64_t w) { float t[LANES]; store(t, x); memcpy(p, t, w * sizeof(float)); }
+/* n floats, 64-byte aligned (C11's aligned_alloc wants the size a multiple of the alignment) */
+static float *floats(int64_t n) { return aligned_alloc(64, ((size_t)n * sizeof(float) + 63) / 64 * 64); }
 
 /* exp(max(x, floor)) for n floats, x <= 88, vectorised: x = m ln2 + r with |r| <= ln2 / 2, e^r by its
  * Taylor series to r^7 (truncation below 5e-9, under float32's rounding), 2^m put into the exponent bits.
@@ -180,7 +182,7 @@ ALWAYS int delta_rule_strip(const delta_rule_t *j, int64_t b, int64_t h, int64_t
     /* the strip as K contiguous rows (rows V apart would crowd a few cache sets), then a zero row that stands
      * in for token -1 (nothing to add or read) and token T's keys (nothing to sum), and the token's decays */
     const int64_t Kr = (K + LANES - 1) / LANES * LANES;
-    float *S = aligned_alloc(64, (size_t)(K * W + 2 * Kr) * sizeof(float));
+    float *S = floats(K * W + 2 * Kr);
     if (!S) return 1;
     float *zero_row = S + K * W, *decay = zero_row + Kr;
     for (int64_t i = 0; i < K; i++) {
@@ -288,7 +290,7 @@ ALWAYS int ssd_strip(const ssd_t *j, int64_t b, int64_t h, int64_t c0, int64_t w
     float *S_io = j->S + (b * H + h) * P * N + c0 * N;
     const float A = j->A[h];
     const int64_t Nr = (N + LANES - 1) / LANES * LANES;
-    float *R = aligned_alloc(64, (size_t)(N * W + 4 * Nr) * sizeof(float));
+    float *R = floats(N * W + 4 * Nr);
     if (!R) return 1;
     float *b1 = R + N * W, *c1 = b1 + Nr, *b2 = c1 + Nr, *c2 = b2 + Nr;   /* per-row scalars of two tokens */
     for (int64_t n = 0; n < N; n++)
@@ -331,6 +333,7 @@ ALWAYS int ssd_strip(const ssd_t *j, int64_t b, int64_t h, int64_t c0, int64_t w
     } while (0)
 
     vf u[MAX_NV], u2[MAX_NV], acc[MAX_NV], acc2[MAX_NV];
+    UNROLL for (int v_ = 0; v_ < NV; v_++) u2[v_] = zero;
     int64_t t = 0;
     while (t < T) {
         const int two = t + 1 < T;
