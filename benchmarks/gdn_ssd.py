@@ -4,11 +4,15 @@ Gated DeltaNet: archprobe's kda_chunked with one decay per head (g [B, T, H], as
 it) vs transformers' qwen3_next `torch_recurrent_gated_delta_rule` and `torch_chunk_gated_delta_rule`
 (the faster of the two, screened once per shape). Mamba-2 SSD: archprobe's ssd_chunked vs transformers'
 mamba2 `mamba2_chunk_scan` torch fallback (its default chunk 256; groups = heads so both compute the same
-thing; no D skip). B=1, T=8192 (GDN_SSD_T), fp32, forward only, each for three decay regimes.
+thing; no D skip). B=1, T=8192 (GDN_SSD_T), fp32, forward only, each for three decay regimes. At their
+defaults on the CPU both of ours run the fused C recurrences of ops/native/recurrences.c (set
+ARCHPROBE_NATIVE=0 to time the torch chunked forms in their place).
 Timed round-robin (GDN_SSD_ROUNDS rounds after a warm-up); a ratio is the median of the paired rounds
 with the range beside it. Rooflines use the fp32 matmul peak measured here; FLOPs per token and head:
 GDN as KDA at C = 64 (2CK + 2CK + C(K+V) + 6KV + 2CV); SSD at the chunk ssd_chunked runs by default
 (ssd.DEFAULT_CHUNK), 2C(N+P) + 4NP (C B^T, its product with U, each chunk's own state, the read-out).
+These are yardsticks of speed, whatever form runs: the fused recurrences do fewer FLOPs than the chunked
+algorithms (GDN 7KV, SSD 4NP per token and head in its scaled form), so their shares can pass 100%.
 Targets (issue 17): >= 10x the transformers torch path and >= 15% of the measured roofline. Each verdict also
 says what 10x the anchor would be as a fraction of the measured roofline: the share of the machine's fp32
 matmul peak the algorithm's FLOPs would need (near or above 100%: out of reach for any fp32 implementation

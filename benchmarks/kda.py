@@ -3,7 +3,9 @@
 Rows: B=1, (H=4, K=V=64) and (H=8, K=V=128), T=8192 (KDA_T), fp32, forward only, for four gate regimes
 (`gate`): mild, K3's -5*sigmoid bound (typical and at its strong end) and unbounded (-exp(A)*softplus,
 Kimi Linear's form). Per row: the faster transformers fallback, then ours as a user calls it (no
-chunk_size: the op picks it), then ours at a tuned chunk (KDA_CHUNKS) for reference.
+chunk_size: on the CPU, forward only, the fused C recurrence of ops/native/recurrences.c; set
+ARCHPROBE_NATIVE=0 to time the torch chunked form in its place), then the chunked form at a fixed chunk
+(KDA_CHUNKS) for reference.
 This machine's speed drifts from minute to minute (and other jobs share its 2 cores), so the forms are
 timed round-robin after a warm-up: each transformers fallback is timed once per shape (mild gates) to find
 the faster one, then it and our forms take turns for KDA_ROUNDS rounds. A row's tokens/s is its median
@@ -13,7 +15,9 @@ The roofline is the yardstick of ../shared/README.md ("anchor figures"): the chu
 token and head at C = 64,
   2CK (K decayed products) + 2CK (Q decayed products) + C(K+V) (triangular solve) + 6KV (state reads and
   update) + 2CV (intra-chunk values) = 57,344 at K=V=64,
-run at the fp32 matmul peak measured on this machine now (and at the nominal FP32_PEAK_FLOPS).
+run at the fp32 matmul peak measured on this machine now (and at the nominal FP32_PEAK_FLOPS). It is a
+yardstick of speed, whatever form runs: the fused recurrence itself does 7KV FLOPs per token and head
+(28,672 at K=V=64), fewer than the chunked algorithm's, so its share can pass 100%.
 Targets (issue 17): >= 10x the best anchor and >= 15% of the measured fp32 roofline, at both shapes and
 every regime, at the op's defaults. Each verdict line also says what 10x the anchor would be as a fraction
 of the measured roofline: the share of the machine's fp32 matmul peak the chunked algorithm's FLOPs would
