@@ -340,3 +340,12 @@ def test_ssd_state_never_subnormal():
         return int(((t != 0) & (t.abs() < tiny)).sum())
     assert subnormals(ref_y) > 0
     assert subnormals(y) == 0 and subnormals(S) == 0
+
+
+def test_the_build_command_says_where_or_why_not(monkeypatch, capsys):
+    """`python -m archprobe.ops.native` (make install runs it) names the library, or why there is none."""
+    assert native.main() == 0
+    assert "recurrences-" in capsys.readouterr().out
+    monkeypatch.setenv("ARCHPROBE_NATIVE", "0")
+    assert native.main() == 0
+    assert "not built (ARCHPROBE_NATIVE=0)" in capsys.readouterr().out

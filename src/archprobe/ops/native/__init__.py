@@ -127,3 +127,14 @@ def library(name: str) -> ctypes.CDLL | None:
     """The kernel library `name` (`<name>.c` beside this module), compiled on first use; None where it
     cannot be (see `unavailable_reason`)."""
     return _load(name) if enabled() else None
+
+
+def main() -> int:
+    """`python -m archprobe.ops.native`: build the kernels now (make install runs it), say where or why not."""
+    lib = library("recurrences")
+    if lib is None:
+        print(f"archprobe native kernels: not built ({unavailable_reason('recurrences')}); "
+              "the ops run their PyTorch forms")
+        return 0
+    print(f"archprobe native kernels: {lib._name}")
+    return 0
