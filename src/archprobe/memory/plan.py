@@ -168,9 +168,10 @@ def _activations(doc: dict, card, chunk: int, T: int, batch: int, act_b: float,
             widths.append((m.num_heads or 0) * 3 * 192)
         elif m.kind == "kda":
             h, d = m.num_heads or 0, m.head_dim or 0
-            # chunked KDA (C = 32, the modules' chunk): projections, conv, normalised q/k, gate, their chunked and
-            # decayed copies (~24 h d per token alive at once) plus the chunk's [C, C] products and inverse (~4 C h)
-            widths.append(24 * h * d + 4 * 32 * h)
+            # KDA as the modules run it for inference (the fused recurrence, ops/native): projections, conv,
+            # normalised q/k, gate, their float32 copies and the read-out: ~20 h d per token alive at once
+            # (measured, tests/memory/test_measured.py; the chunked form held ~24 h d and [C, C] products)
+            widths.append(20 * h * d)
         if f.kind == "dense" and f.width:
             widths.append(3 * f.width)
         elif f.kind in ("moe", "latent_moe"):
