@@ -130,15 +130,41 @@ def test_disabled_by_the_environment(monkeypatch):
 
 
 @pytest.mark.parametrize("bad", ["k", "v", "g", "beta", "state"])
-def test_mismatched_shapes_are_a_value_error_before_the_loop(bad):
-    """The C loop trusts its shapes: a mismatch must stop in Python, never read or write out of bounds."""
+def test_shapes_the_kernel_cannot_take_never_reach_it(bad):
+    """The C loop trusts its shapes: one that does not broadcast to its own stops in Python (the binding
+    returns None) and the op answers as its torch form does: an error, never a read out of bounds."""
     q, k, v, g, beta = inputs(2, 10, 3, 8, 8)
     state = torch.zeros(2, 3, 8, 8)
-    wrong = {"k": k[:, :9], "v": v[:1], "g": g[..., :5], "beta": beta[:, :, :2], "state": state[:, :, :4]}[bad]
+    wrong = {"k": k[:, :9], "v": v[:, :, :2], "g": g[..., :5], "beta": beta[:, :, :2], "state": state[:, :, :4]}[bad]
     args = {"k": k, "v": v, "g": g, "beta": beta, "state": state}
     args[bad] = wrong
-    with pytest.raises(ValueError):
-        kda_native.forward(q, args["k"], args["v"], args["g"], args["beta"], 0.3, args["state"])
+    assert kda_native.forward(q, args["k"], args["v"], args["g"], args["beta"], 0.3, args["state"]) is None
+    with pytest.raises((RuntimeError, ValueError)):
+        kda_chunked(q, args["k"], args["v"], args["g"], args["beta"], initial_state=args["state"])
+
+
+def test_empty_dimensions_fall_back_to_the_torch_form():
+    """K, V = 0 (or N, P = 0): the kernel is not called (it would leave its output unwritten)."""
+    q, k, v, g, beta = inputs(1, 5, 2, 8, 8)
+    assert kda_native.forward(q[..., :0], k[..., :0], v, g[..., :0], beta, 0.3, None) is None
+    assert kda_native.forward(q, k, v[..., :0], g, beta, 0.3, None) is None
+    x, dt, A, Bm, Cm = ssd_inputs(1, 5, 2, 4, 3)
+    assert ssd_native.forward(x, dt, A, Bm[..., :0], Cm[..., :0], None) is None
+    y, S = ssd_chunked(x, dt, A, Bm[..., :0], Cm[..., :0], output_final_state=True)
+    assert y.shape == (1, 5, 2, 4) and bool((y == 0).all())
+
+
+def test_a_decay_past_the_floor_forgets_the_state_as_the_recurrence_does():
+    """A log-decay of -inf (or below -30) is a decay of exactly 0 in the kernel, so even a huge state is
+    forgotten, not kept at exp(-30) of itself."""
+    q, k, v, g, beta = inputs(1, 20, 2, 8, 8, seed=8)
+    s0 = torch.full((1, 2, 8, 8), 1e12)
+    g[:, 0] = -float("inf")
+    g[:, 5, :, :4] = -31.0
+    out, s = fused(q, k, v, g, beta, initial_state=s0, output_final_state=True)
+    ref, s_ref = kda_recurrent(*f64(q, k, v, g, beta), initial_state=s0.double(), output_final_state=True)
+    assert_close("recurrent_vs_chunked", ref, out, name="after a forgetting decay")
+    assert_close("recurrent_vs_chunked", s_ref, s, name="after a forgetting decay, state")
 
 
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64", "i686", "i386"),
@@ -170,7 +196,8 @@ def test_a_broken_compiler_falls_back_with_a_reason(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     native._load.cache_clear()
     try:
-        assert native.library("recurrences") is None
+        with pytest.warns(RuntimeWarning, match="not available .*no working C compiler"):
+            assert native.library("recurrences") is None
         assert native.unavailable_reason("recurrences")
         q, k, v, g, beta = inputs(1, 20, 2, 8, 8)
         out, _ = kda_chunked(q, k, v, g, beta)
@@ -302,13 +329,34 @@ def test_ssd_taken_only_where_it_applies(monkeypatch):
 
 
 @pytest.mark.parametrize("bad", ["dt", "A", "B", "C", "state"])
-def test_ssd_mismatched_shapes_are_a_value_error_before_the_loop(bad):
+def test_ssd_shapes_the_kernel_cannot_take_never_reach_it(bad):
     x, dt, A, Bm, Cm = ssd_inputs(2, 10, 3, 8, 4)
     state = torch.zeros(2, 3, 8, 4)
     args = {"dt": dt, "A": A, "B": Bm, "C": Cm, "state": state}
-    args[bad] = {"dt": dt[:, :9], "A": A[:2], "B": Bm[..., :3], "C": Cm[:1], "state": state[:, :, :7]}[bad]
-    with pytest.raises(ValueError):
-        ssd_native.forward(x, args["dt"], args["A"], args["B"], args["C"], args["state"])
+    args[bad] = {"dt": dt[:, :9], "A": A[:2], "B": Bm[..., :3], "C": Cm[:, :, :2], "state": state[:, :, :7]}[bad]
+    assert ssd_native.forward(x, args["dt"], args["A"], args["B"], args["C"], args["state"]) is None
+
+
+def test_ssd_inputs_that_broadcast_run_in_both_forms(monkeypatch):
+    """B and C shared across the batch ([1, T, H, N] for B = 2), as the chunked form always took them."""
+    x, dt, A, Bm, Cm = ssd_inputs(2, 30, 2, 8, 4, seed=9)
+    B1, C1 = Bm[:1], Cm[:1]
+    ref_y, ref_S = ssd_reference(x, dt, A, B1.expand(2, -1, -1, -1), C1.expand(2, -1, -1, -1))
+    y, S = ssd_fused(x, dt, A, B1, C1, output_final_state=True)
+    assert_close("recurrent_vs_chunked", ref_y, y, name="broadcast B, C")
+    monkeypatch.setenv("ARCHPROBE_NATIVE", "0")
+    y, S = ssd_chunked(x, dt, A, B1, C1, output_final_state=True)
+    assert_close("recurrent_vs_chunked", ref_y, y, name="broadcast B, C, chunked")
+
+
+def test_ssd_large_states_within_the_documented_range():
+    """The scaled state stays exact for states up to ~1e30 and C down to 1e-30 (documented bounds ~3e35, ~1e-35)."""
+    x, dt, A, Bm, Cm = ssd_inputs(1, 200, 2, 16, 8, dt_scale=0.05, seed=10)
+    for xs, cs in ((1e14, 1.0), (1.0, 1e-30)):
+        y, S = ssd_fused(x * xs, dt, A, Bm * xs, Cm * cs, output_final_state=True)
+        ref_y, ref_S = ssd_reference(x * xs, dt, A, Bm * xs, Cm * cs)
+        assert_close("recurrent_vs_chunked", ref_y, y, name=f"x, B x{xs}, C x{cs}")
+        assert_close("recurrent_vs_chunked", ref_S, S, name=f"x, B x{xs}, C x{cs}, state")
 
 
 def test_ssd_nan_and_inf_steps_answer_as_the_recurrence():
@@ -349,3 +397,84 @@ def test_the_build_command_says_where_or_why_not(monkeypatch, capsys):
     monkeypatch.setenv("ARCHPROBE_NATIVE", "0")
     assert native.main() == 0
     assert "not built (ARCHPROBE_NATIVE=0)" in capsys.readouterr().out
+
+
+
+def test_a_truncated_or_replaced_library_in_the_cache_is_rebuilt_not_loaded(tmp_path):
+    """A cached library whose bytes are not what its build recorded (truncated by a full disk, replaced by
+    someone else) is rebuilt: loading a truncated one would kill the process (SIGBUS). Run in fresh
+    processes, so a failure shows as a dead child instead of a dead test run."""
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path), "PYTHONPATH": "src"}
+    probe = ("from archprobe.ops import native; lib = native.library('recurrences'); "
+             "print(lib is not None, native.unavailable_reason('recurrences'))")
+    first = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0 and first.stdout.startswith("True"), first.stderr
+    (built,) = (tmp_path / "archprobe" / "native").glob("recurrences-*.so")
+    data = built.read_bytes()
+    for damage in (data[: len(data) // 2], b"\x7fELF" + bytes(200), data[:-1] + bytes([data[-1] ^ 1])):
+        built.write_bytes(damage)
+        again = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0 and again.stdout.startswith("True"), (again.returncode, again.stderr)
+        assert native._verified(built)
+
+
+def test_a_cache_directory_others_can_write_is_not_used(tmp_path, monkeypatch):
+    """A cache directory writable by group or others (where another user could plant a library) is
+    skipped; a library file writable by others, or not matching its recorded hash, is not trusted."""
+    shared = tmp_path / "archprobe" / "native"
+    shared.mkdir(parents=True)
+    shared.chmod(0o777)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert shared not in native._cache_dirs()
+    shared.chmod(0o700)
+    assert native._cache_dirs()[0] == shared
+    lib = shared / "x.so"
+    lib.write_bytes(b"library bytes")
+    (shared / "x.so.sha256").write_text(native._digest(lib))
+    lib.chmod(0o600)
+    assert native._verified(lib)
+    lib.chmod(0o666)
+    assert not native._verified(lib)
+    lib.chmod(0o600)
+    lib.write_bytes(b"other bytes")
+    assert not native._verified(lib)
+
+
+def test_a_compiler_that_hangs_is_stopped_with_its_children(tmp_path, monkeypatch):
+    """A compiler that never returns costs COMPILE_SECONDS once (no second flag set), and the processes
+    it started are killed with it."""
+    import time
+
+    pidfile = tmp_path / "child.pid"
+    fake = tmp_path / "hangcc"
+    fake.write_text("#!/bin/sh\n"
+                    "if [ \"$1\" = --version ]; then echo 'hangcc 1.0'; exit 0; fi\n"
+                    f"sleep 600 & echo $! > {pidfile}\nwait\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(native, "COMPILE_SECONDS", 2)
+    native._load.cache_clear()
+    try:
+        start = time.monotonic()
+        with pytest.warns(RuntimeWarning, match="did not finish"):
+            assert native.library("recurrences") is None
+        assert time.monotonic() - start < 30
+        pid = int(pidfile.read_text())
+        def running(pid):   # a killed child may linger as a zombie until init reaps it: that is not running
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+            except OSError:
+                return False
+        for _ in range(50):
+            if not running(pid):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the compiler's child {pid} is still running")
+    finally:
+        native._load.cache_clear()

@@ -43,6 +43,7 @@ def read_headers(paths: Sequence[str], on_done: Callable[[Header], None] | None 
         # an error, or the command's deadline: stop the workers now (one may be stuck on a slow file),
         # rather than wait for them as `with` would
         processes = list(getattr(pool, "_processes", {}).values())
+        _quiet_exit_wakeup(pool)
         pool.shutdown(wait=False, cancel_futures=True)
         for proc in processes:
             proc.terminate()
@@ -57,6 +58,24 @@ def read_headers(paths: Sequence[str], on_done: Callable[[Header], None] | None 
         raise
     pool.shutdown()
     return results
+
+
+def _quiet_exit_wakeup(pool: ProcessPoolExecutor) -> None:
+    """Python 3.11's exit hook wakes every pool's manager thread through a pipe that the manager closes as
+    it finishes; when the two race (a loaded machine, a manager still shutting down after the joins below
+    time out), the hook prints "Exception ignored ... Bad file descriptor" under the one-line error. A pipe
+    already closed has nobody left to wake, so this pool's wakeup ignores that."""
+    wakeup = getattr(pool, "_executor_manager_thread_wakeup", None)
+    if wakeup is None:
+        return
+    send = wakeup.wakeup
+
+    def wake_unless_closed():
+        try:
+            send()
+        except (OSError, ValueError):
+            pass
+    wakeup.wakeup = wake_unless_closed
 
 
 def _largest_header(paths: Sequence[str], folder: str | None) -> int:

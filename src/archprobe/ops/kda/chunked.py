@@ -280,8 +280,7 @@ def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial
     own choice: forward-only float32 on the CPU runs the fused C recurrence (`native.forward`, one pass over
     the state per token, no chunk at all), anything else the chunk `choose_chunk` picks from the shape
     and the decay."""
-    B, T, H, K = k_BTHK.shape
-    V = v_BTHV.shape[-1]
+    B, T, H, K, V = _shapes(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, initial_state)
     if T == 0:   # no tokens: an empty read-out, the state as given (as kda_recurrent returns them)
         dt = compute_dtype(q_BTHK)
         state = (torch.zeros(B, H, K, V, dtype=dt, device=q_BTHK.device) if initial_state is None
@@ -305,6 +304,24 @@ def kda_chunked(q_BTHK, k_BTHK, v_BTHV, g_BTHK, beta_BTH, *, scale=None, initial
                              scale, state, out[:, seg], chunk_size)
     final = state.clone()   # already in the compute dtype (float32, or float64 for float64 inputs)
     return out, (final if output_final_state else None)
+
+
+def _shapes(q, k, v, g, beta, initial_state) -> tuple[int, int, int, int, int]:
+    """(B, T, H, K, V), or a ValueError naming the input that disagrees (a mismatch would otherwise run on
+    silently, cut to the shortest input)."""
+    if k.dim() != 4 or q.shape != k.shape:
+        raise ValueError(f"q and k must be [B, T, H, K] alike, got {tuple(q.shape)} and {tuple(k.shape)}")
+    B, T, H, K = k.shape
+    if v.dim() != 4 or v.shape[:3] != k.shape[:3]:
+        raise ValueError(f"v must be [B, T, H, V] with B, T, H = {(B, T, H)}, got {tuple(v.shape)}")
+    if g.shape[:3] != k.shape[:3] or g.dim() not in (3, 4) or (g.dim() == 4 and g.shape[-1] not in (1, K)):
+        raise ValueError(f"g must be [B, T, H, K] or one decay per head [B, T, H], got {tuple(g.shape)}")
+    if tuple(beta.shape) != (B, T, H):
+        raise ValueError(f"beta must be [B, T, H] = {(B, T, H)}, got {tuple(beta.shape)}")
+    V = v.shape[-1]
+    if initial_state is not None and tuple(initial_state.shape) != (B, H, K, V):
+        raise ValueError(f"initial_state must be [B, H, K, V] = {(B, H, K, V)}, got {tuple(initial_state.shape)}")
+    return B, T, H, K, V
 
 
 def _capped(g_NRCK):

@@ -3,14 +3,18 @@
 Why: on a CPU the chunked form's many torch calls and passes cost more than its matmuls save; the
 recurrence fused into one pass over the state per token, with the state's strips held in cache, ran
 3-10x faster than the chunked form at T=8192 (benchmarks/kda.py). It is the recurrence of `kda_recurrent`
-in float32, so it equals the reference up to float32 rounding, at every decay.
-`forward` returns None where it does not apply (autograd, another device or dtype, no C compiler,
-ARCHPROBE_NATIVE=0), and the caller runs the chunked form.
+in float32, so it equals the reference up to float32 rounding; a per-token log-decay below exp's floor
+(-30, as in the chunked form) is a decay of exactly 0, and values below float32's smallest normal
+(1.2e-38) count as 0 (flush-to-zero in the kernel's threads).
+`forward` returns None where it does not apply (autograd, another device or dtype, shapes it cannot
+broadcast to its own, an empty dimension, no C compiler, ARCHPROBE_NATIVE=0), and the caller runs the
+chunked form, which answers such inputs as it always did.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 
 import torch
 
@@ -19,6 +23,7 @@ from archprobe.ops.native import library
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 MAX_KEY_DIM = 1 << 16   # a strip holds K rows; past this the chunked form runs
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 def _kernel():
@@ -41,36 +46,38 @@ def applies(*tensors) -> bool:
     return present[0].dtype != torch.float64
 
 
-def _checked_shapes(q, k, v, g, beta, initial_state):
-    """(B, T, H, K, V, per_channel); the C loop trusts these, so any mismatch is an error here."""
-    if q.dim() != 4 or k.shape != q.shape or v.dim() != 4 or v.shape[:3] != q.shape[:3]:
-        raise ValueError(f"q, k [B, T, H, K] and v [B, T, H, V] disagree: {tuple(q.shape)}, "
-                         f"{tuple(k.shape)}, {tuple(v.shape)}")
-    B, T, H, K = q.shape
-    V = v.shape[-1]
-    if g.shape[:3] != (B, T, H) or g.dim() != 4 or g.shape[-1] not in (1, K):
-        raise ValueError(f"g must be [B, T, H, K] or one decay per head, got {tuple(g.shape)} for q {tuple(q.shape)}")
-    if tuple(beta.shape) != (B, T, H):
-        raise ValueError(f"beta must be [B, T, H] = {(B, T, H)}, got {tuple(beta.shape)}")
-    if initial_state is not None and tuple(initial_state.shape) != (B, H, K, V):
-        raise ValueError(f"initial_state must be [B, H, K, V] = {(B, H, K, V)}, got {tuple(initial_state.shape)}")
-    return B, T, H, K, V, g.shape[-1] == K
+def as_float32(x: torch.Tensor, shape: tuple) -> torch.Tensor | None:
+    """x broadcast to `shape` as one contiguous float32 block (negation and conjugation bits resolved), or
+    None where it does not broadcast: the C loop reads exactly this layout."""
+    try:
+        x = torch.broadcast_to(x, shape)
+    except RuntimeError:
+        return None
+    return x.resolve_neg().resolve_conj().to(torch.float32).contiguous()
 
 
 def forward(q, k, v, g, beta, scale: float, initial_state):
     """(o [B, T, H, V] in q's dtype, final state [B, H, K, V] float32), or None where the kernel does
     not apply. g: [B, T, H, K] or [B, T, H, 1] (one decay per head)."""
-    if not applies(q, k, v, g, beta, initial_state) or q.shape[-1] > MAX_KEY_DIM:
+    if not applies(q, k, v, g, beta, initial_state) or q.dim() != 4 or v.dim() != 4 or g.dim() != 4:
         return None
-    B, T, H, K, V, per_channel = _checked_shapes(q, k, v, g, beta, initial_state)
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    if min(B, T, H, K, V) == 0 or K > MAX_KEY_DIM or not math.isfinite(scale) or abs(scale) > FLOAT32_MAX:
+        return None
     kernel = _kernel()
     if kernel is None:
         return None
-    qf, kf, vf, gf, bf = (x.to(torch.float32).contiguous() for x in (q, k, v, g, beta))
-    state = (torch.zeros(B, H, K, V) if initial_state is None
-             else initial_state.to(torch.float32).clone(memory_format=torch.contiguous_format))
+    per_channel = g.shape[-1] != 1 or K == 1
+    parts = [as_float32(x, s) for x, s in ((q, (B, T, H, K)), (k, (B, T, H, K)), (v, (B, T, H, V)),
+                                          (g, (B, T, H, K if per_channel else 1)), (beta, (B, T, H)))]
+    state = torch.zeros(B, H, K, V) if initial_state is None else as_float32(initial_state, (B, H, K, V))
+    if any(x is None for x in parts) or state is None:
+        return None
+    if initial_state is not None and state.data_ptr() == initial_state.data_ptr():
+        state = state.clone()   # the kernel writes the state in place: never into the caller's tensor
+    qf, kf, vf, gf, bf = parts
     out = torch.empty(B, T, H, V)
-    # each token's decay is exp(max(g, floor)) inside the loop, floored as the chunked form's factors are
     failed = kernel(qf.data_ptr(), kf.data_ptr(), vf.data_ptr(), gf.data_ptr(), int(per_channel),
                     bf.data_ptr(), state.data_ptr(), out.data_ptr(), B, T, H, K, V, float(scale),
                     FLOAT32_EXP_FLOOR, torch.get_num_threads())

@@ -1,7 +1,7 @@
 /* The linear recurrences, forward, float32, each fused into one pass over its state per token.
  *
  * The gated delta rule (KDA: one decay per key channel; Gated DeltaNet: one per head). Per (batch, head),
- * state S [K, V], for t = 0 .. T-1 (ops/kda/naive.py; d_t = exp(g_t), each g raised to a floor first):
+ * state S [K, V], for t = 0 .. T-1 (ops/kda/naive.py; d_t = exp(g_t), 0 below a floor):
  *     S = diag(d_t) S;  u_t = beta_t (v_t - S^T k_t);  S = S + k_t u_t^T;  o_t = scale S^T q_t
  * Row i of the pass for token t does
  *     S_i += k_{t-1,i} u_{t-1};  o_{t-1} += q_{t-1,i} S_i;  S_i *= d_{t,i};  kS_t += k_{t,i} S_i
@@ -11,7 +11,7 @@
  *     S = exp(a_t) S + (dt_t x_t) B_t^T;  y_t = S C_t
  * The state is held as c R (c a scalar per head), so a decay only scales c, and each token is two
  * multiply-adds per state element: R += (B_t,n / c) u_t and y_t += (C_t,n c) R, two tokens per pass.
- * Where c would leave [2^-30, 2^30], that pass multiplies R by c and the decays instead (three per
+ * Where c would leave [2^-10, 2^10], that pass multiplies R by c and the decays instead (three per
  * element and token) and c starts again at 1. A decay below the floor is 0.
  *
  * Both work column by column of their state's second factor (V; P), which are independent of each other:
@@ -61,9 +61,9 @@ ALWAYS void store_part(float *p, vf x, int64_t w) { float t[LANES]; store(t, x);
 /* n floats, 64-byte aligned (C11's aligned_alloc wants the size a multiple of the alignment) */
 static float *floats(int64_t n) { return aligned_alloc(64, ((size_t)n * sizeof(float) + 63) / 64 * 64); }
 
-/* exp(max(x, floor)) for n floats, x <= 88, vectorised: x = m ln2 + r with |r| <= ln2 / 2, e^r by its
- * Taylor series to r^7 (truncation below 5e-9, under float32's rounding), 2^m put into the exponent bits.
- * m >= floor / ln2 - 1 stays a normal exponent for any floor above -87. NaN stays NaN. */
+/* exp(max(x, floor)), x <= 88, vectorised: x = m ln2 + r with |r| <= ln2 / 2, e^r by its Taylor series to
+ * r^7 (truncation below 5e-9, under float32's rounding), 2^m put into the exponent bits. m >= floor / ln2 - 1
+ * stays a normal exponent for any floor above -87, so no factor is ever subnormal. NaN stays NaN. */
 typedef int32_t vi __attribute__((vector_size(4 * LANES)));
 
 ALWAYS vf blend(vi mask, vf yes, vf no) { return (vf)(((vi)yes & mask) | ((vi)no & ~mask)); }
@@ -87,16 +87,19 @@ ALWAYS vf vexp(vf x, float floor) {
     return p * (vf)e;
 }
 
-/* out[i] = exp(max(x[i], floor)), i < n; out has room for n rounded up to whole vectors. */
+/* a decay exp(x), 0 below the floor (a decay that small forgets the state, as exp(-inf) does) */
+ALWAYS vf decays(vf x, float floor) { return blend(x < floor, splat(0.f), vexp(x, floor)); }
+
+/* out[i] = the decay of x[i], i < n; out has room for n rounded up to whole vectors */
 ALWAYS void exps(const float *x, float *out, int64_t n, float floor) {
     int64_t i = 0;
-    for (; i + LANES <= n; i += LANES) store(out + i, vexp(load(x + i), floor));
-    if (i < n) store_part(out + i, vexp(load_part(x + i, n - i), floor), n - i);
+    for (; i + LANES <= n; i += LANES) store(out + i, decays(load(x + i), floor));
+    if (i < n) store_part(out + i, decays(load_part(x + i, n - i), floor), n - i);
 }
 
-/* out[i] = exp(max(x, floor)) for every i < n: one decay per head */
+/* out[i] = the decay of x for every i < n: one decay per head */
 ALWAYS void splat_exp(float x, float *out, int64_t n, float floor) {
-    const vf e = vexp(splat(x), floor);
+    const vf e = decays(splat(x), floor);
     for (int64_t i = 0; i < n; i += LANES) store(out + i, e);
 }
 
@@ -165,7 +168,7 @@ typedef struct {
     const float *q, *k, *v, *g, *beta;   /* q, k [B,T,H,K]; v [B,T,H,V]; g [B,T,H,K] or [B,T,H]; beta [B,T,H] */
     float *S, *o;                        /* S [B,H,K,V], in and out; o [B,T,H,V] */
     int64_t B, T, H, K, V, per_channel;  /* per_channel: g holds K log-decays per token and head, else one */
-    float scale, floor;                  /* floor: the least log-decay a token keeps (ops.chunking's exp floor) */
+    float scale, floor;                  /* floor: a log-decay below it is a decay of 0 (ops.chunking's exp floor) */
     int64_t cols;                        /* columns per strip (a multiple of LANES) */
 } delta_rule_t;
 
@@ -264,8 +267,11 @@ int delta_rule_forward(const float *q, const float *k, const float *v, const flo
 #else
 #define SSD_NV 2
 #endif
-#define FOLD_LOW 9.3132257e-10f    /* 2^-30: c below this is folded into R */
-#define FOLD_HIGH 1073741824.f     /* 2^30 */
+/* c stays within [2^-10, 2^10]: R = S / c and the scalars B / c, C c are then within 2^10 of S, B and C, so
+ * they stay finite and normal wherever S stays below ~3e35 (float32's own limit is 3.4e38) and C's entries
+ * are above ~1e-35 or exactly 0 */
+#define FOLD_LOW 9.765625e-4f
+#define FOLD_HIGH 1024.f
 
 typedef struct {
     const float *x, *dt, *A, *Bm, *Cm;   /* x [B,T,H,P]; dt [B,T,H]; A [H]; Bm, Cm [B,T,H,N] */
@@ -275,8 +281,8 @@ typedef struct {
     int64_t cols;
 } ssd_t;
 
-/* exp(a), or 0 below the floor; NaN stays NaN */
-ALWAYS float decay_of(float a, float floor) { return a < floor ? 0.f : vexp(splat(a), floor)[0]; }
+/* one token's decay; NaN stays NaN */
+ALWAYS float decay_of(float a, float floor) { return decays(splat(a), floor)[0]; }
 
 ALWAYS int fits(float c) { return c >= FOLD_LOW && c <= FOLD_HIGH; }
 
