@@ -113,6 +113,8 @@ typedef struct {
     strip_fn run;
     const void *args;
     int64_t first, last;   /* this share's strips */
+    char *touch;           /* this share's part of the output, written once per page before the strips */
+    size_t touch_bytes;
     int failed;
 } share_t;
 
@@ -122,6 +124,9 @@ static void *worker(void *arg) {
     const unsigned int saved = _mm_getcsr();
     _mm_setcsr(saved | 0x8040);   /* FTZ | DAZ, this thread only */
 #endif
+    /* a fresh output's pages are mapped on first write: each thread maps its own contiguous part first
+     * (strips write every page of the output, and threads faulting the same pages wait on each other) */
+    for (size_t b = 0; b < s->touch_bytes; b += 4096) s->touch[b] = 0;
     for (int64_t i = s->first; i < s->last && !s->failed; i++) s->failed = s->run(s->args, i);
 #ifdef HAVE_MXCSR
     _mm_setcsr(saved);
@@ -129,8 +134,9 @@ static void *worker(void *arg) {
     return 0;
 }
 
-/* n strips over up to `threads` threads (the caller's among them); nonzero if any strip failed */
-static int run_strips(strip_fn run, const void *args, int64_t n, int64_t threads) {
+/* n strips over up to `threads` threads (the caller's among them), out (out_bytes) their output; nonzero if
+ * any strip failed */
+static int run_strips(strip_fn run, const void *args, int64_t n, int64_t threads, void *out, size_t out_bytes) {
     enum { MAX_THREADS = 256 };
     if (threads > n) threads = n;
     if (threads > MAX_THREADS) threads = MAX_THREADS;
@@ -139,7 +145,8 @@ static int run_strips(strip_fn run, const void *args, int64_t n, int64_t threads
     pthread_t ids[MAX_THREADS];
     int started[MAX_THREADS];
     for (int64_t w = 0; w < threads; w++) {
-        shares[w] = (share_t){run, args, n * w / threads, n * (w + 1) / threads, 0};
+        const size_t lo = out_bytes * w / threads, hi = out_bytes * (w + 1) / threads;
+        shares[w] = (share_t){run, args, n * w / threads, n * (w + 1) / threads, (char *)out + lo, hi - lo, 0};
         started[w] = 0;
     }
     for (int64_t w = 1; w < threads; w++) started[w] = pthread_create(&ids[w], 0, worker, &shares[w]) == 0;
@@ -256,7 +263,8 @@ int delta_rule_forward(const float *q, const float *k, const float *v, const flo
     if (threads < 1) threads = 1;
     const int64_t cols = strip_columns(B * H, V, MAX_NV * LANES, threads);
     const delta_rule_t j = {q, k, v, g, beta, S, o, B, T, H, K, V, per_channel, scale, floor, cols};
-    return run_strips(delta_rule_run, &j, B * H * strips_per_head(V, cols), threads);
+    return run_strips(delta_rule_run, &j, B * H * strips_per_head(V, cols), threads, o,
+                      (size_t)(B * T * H * V) * sizeof(float));
 }
 
 /* ---- Mamba-2's SSD ---- */
@@ -422,5 +430,6 @@ int ssd_forward(const float *x, const float *dt, const float *A, const float *Bm
     if (threads < 1) threads = 1;
     const int64_t cols = strip_columns(B * H, P, SSD_NV * LANES, threads);
     const ssd_t j = {x, dt, A, Bm, Cm, S, y, B, T, H, P, N, floor, cols};
-    return run_strips(ssd_run, &j, B * H * strips_per_head(P, cols), threads);
+    return run_strips(ssd_run, &j, B * H * strips_per_head(P, cols), threads, y,
+                      (size_t)(B * T * H * P) * sizeof(float));
 }
