@@ -118,15 +118,18 @@ typedef struct {
     int failed;
 } share_t;
 
+static void *toucher(void *arg) {
+    share_t *s = arg;
+    for (size_t b = 0; b < s->touch_bytes; b += 4096) s->touch[b] = 0;
+    return 0;
+}
+
 static void *worker(void *arg) {
     share_t *s = arg;
 #ifdef HAVE_MXCSR
     const unsigned int saved = _mm_getcsr();
     _mm_setcsr(saved | 0x8040);   /* FTZ | DAZ, this thread only */
 #endif
-    /* a fresh output's pages are mapped on first write: each thread maps its own contiguous part first
-     * (strips write every page of the output, and threads faulting the same pages wait on each other) */
-    for (size_t b = 0; b < s->touch_bytes; b += 4096) s->touch[b] = 0;
     for (int64_t i = s->first; i < s->last && !s->failed; i++) s->failed = s->run(s->args, i);
 #ifdef HAVE_MXCSR
     _mm_setcsr(saved);
@@ -134,29 +137,37 @@ static void *worker(void *arg) {
     return 0;
 }
 
+/* fn over the shares, the caller's thread taking the first (and any whose thread did not start) */
+static void fan_out(void *(*fn)(void *), share_t *shares, int64_t threads) {
+    enum { MAX_THREADS = 256 };
+    pthread_t ids[MAX_THREADS];
+    int started[MAX_THREADS];
+    for (int64_t w = 1; w < threads; w++) started[w] = pthread_create(&ids[w], 0, fn, &shares[w]) == 0;
+    fn(&shares[0]);
+    for (int64_t w = 1; w < threads; w++) {
+        if (started[w]) pthread_join(ids[w], 0);
+        else fn(&shares[w]);
+    }
+}
+
 /* n strips over up to `threads` threads (the caller's among them), out (out_bytes) their output; nonzero if
- * any strip failed */
+ * any strip failed. A fresh output's pages are mapped on first write, and strips write every page of it,
+ * so threads faulting the same pages would wait on each other: each first maps a contiguous part of its
+ * own (writing a 0 that the strips, started after all of that, overwrite). */
 static int run_strips(strip_fn run, const void *args, int64_t n, int64_t threads, void *out, size_t out_bytes) {
     enum { MAX_THREADS = 256 };
     if (threads > n) threads = n;
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     if (threads < 1) threads = 1;
     share_t shares[MAX_THREADS];
-    pthread_t ids[MAX_THREADS];
-    int started[MAX_THREADS];
     for (int64_t w = 0; w < threads; w++) {
         const size_t lo = out_bytes * w / threads, hi = out_bytes * (w + 1) / threads;
         shares[w] = (share_t){run, args, n * w / threads, n * (w + 1) / threads, (char *)out + lo, hi - lo, 0};
-        started[w] = 0;
     }
-    for (int64_t w = 1; w < threads; w++) started[w] = pthread_create(&ids[w], 0, worker, &shares[w]) == 0;
-    worker(&shares[0]);
-    int failed = shares[0].failed;
-    for (int64_t w = 1; w < threads; w++) {
-        if (started[w]) pthread_join(ids[w], 0);
-        else worker(&shares[w]);
-        failed |= shares[w].failed;
-    }
+    if (threads > 1) fan_out(toucher, shares, threads);
+    fan_out(worker, shares, threads);
+    int failed = 0;
+    for (int64_t w = 0; w < threads; w++) failed |= shares[w].failed;
     return failed;
 }
 
