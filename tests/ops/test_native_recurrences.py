@@ -20,7 +20,7 @@ from archprobe.ops.native import ssd as ssd_native
 from archprobe.ops.ssd import ssd_chunked, ssd_recurrent
 from archprobe.testing import assert_close
 from tests.ops.conftest import require_native
-from tests.ops.test_kda import f64, regime_gate
+from tests.ops.test_kda import f64, regime_inputs
 from tests.ops.test_ssd import reference as ssd_reference
 
 
@@ -31,35 +31,40 @@ def _native_on(monkeypatch):
 
 
 def inputs(B, T, H, K, V, regime="k3", per_head=False, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    q = F.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1)
-    k = F.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1)
-    v = torch.randn(B, T, H, V, generator=gen)
-    g = regime_gate(regime, (B, T, H, 1 if per_head else K), gen)
-    beta = torch.sigmoid(torch.randn(B, T, H, generator=gen))
-    return q, k, v, (g.squeeze(-1) if per_head else g), beta
+    return regime_inputs(regime, B, T, H, K, V, seed=seed, per_head=per_head)
 
 
-def counted(monkeypatch) -> list:
-    """A list that grows by one each time the fused kernel answers."""
+def counted(monkeypatch, binding=kda_native) -> list:
+    """A list that grows by one each time the binding's kernel is asked (True where it answered)."""
     calls = []
-    real = kda_native.forward
+    real = binding.forward
 
     def forward(*a):
         out = real(*a)
         calls.append(out is not None)
         return out
-    monkeypatch.setattr(kda_native, "forward", forward)
+    monkeypatch.setattr(binding, "forward", forward)
     return calls
 
 
-def fused(*args, **kw):
-    """kda_chunked at its defaults, asserting it took the fused kernel."""
+def through_kernel(op, binding, *args, **kw):
+    """op at its defaults, asserting it took the fused kernel."""
     with pytest.MonkeyPatch.context() as mp:
-        calls = counted(mp)
-        out = kda_chunked(*args, **kw)
+        calls = counted(mp, binding)
+        out = op(*args, **kw)
     assert calls == [True], "the op's defaults did not take the fused kernel"
     return out
+
+
+def fused(*args, **kw):
+    return through_kernel(kda_chunked, kda_native, *args, **kw)
+
+
+def equal_in_float32(ref, ref_state, out, state, name):
+    """float32 results, each within the fast-form tolerance of the float64 recurrence's."""
+    assert out.dtype == torch.float32 and state.dtype == torch.float32, name
+    assert_close("recurrent_vs_chunked", ref, out, name=name + " output")
+    assert_close("recurrent_vs_chunked", ref_state, state, name=name + " final state")
 
 
 def test_a_random_sweep_equals_the_float64_recurrence():
@@ -80,10 +85,8 @@ def test_a_random_sweep_equals_the_float64_recurrence():
             out, s = fused(q, k, v, g, beta, scale=scale, initial_state=s0, output_final_state=True)
             ref, s_ref = kda_recurrent(*f64(q, k, v, g, beta), scale=scale, initial_state=f64(s0)[0],
                                        output_final_state=True)
-            name = f"case {case}: B={B} T={T} H={H} K={K} V={V} {regime} per_head={per_head}"
-            assert out.dtype == torch.float32 and s.dtype == torch.float32, name
-            assert_close("recurrent_vs_chunked", ref, out, name=name + " output")
-            assert_close("recurrent_vs_chunked", s_ref, s, name=name + " final state")
+            equal_in_float32(ref, s_ref, out, s, f"case {case}: B={B} T={T} H={H} K={K} V={V} {regime} "
+                             f"per_head={per_head}")
     finally:
         torch.set_num_threads(threads)
 
@@ -252,19 +255,7 @@ def ssd_inputs(Bsz, T, H, P, N, dt_scale=1.0, seed=0):
 
 
 def ssd_fused(*args, **kw):
-    """ssd_chunked at its defaults, asserting it took the fused kernel."""
-    calls = []
-    real = ssd_native.forward
-
-    def forward(*a):
-        out = real(*a)
-        calls.append(out is not None)
-        return out
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ssd_native, "forward", forward)
-        out = ssd_chunked(*args, **kw)
-    assert calls == [True], "the op's defaults did not take the fused kernel"
-    return out
+    return through_kernel(ssd_chunked, ssd_native, *args, **kw)
 
 
 def test_ssd_random_sweep_equals_the_float64_recurrence():
@@ -282,16 +273,13 @@ def test_ssd_random_sweep_equals_the_float64_recurrence():
             S0 = torch.randn(Bsz, H, P, N) if rng.random() < 0.5 else None
             y, S = ssd_fused(x, dt, A, Bm, Cm, initial_state=S0, output_final_state=True)
             ref_y, ref_S = ssd_reference(x, dt, A, Bm, Cm, S0)
-            name = f"case {case}: B={Bsz} T={T} H={H} P={P} N={N} dt x{dt_scale}"
-            assert y.dtype == torch.float32 and S.dtype == torch.float32, name
-            assert_close("recurrent_vs_chunked", ref_y, y, name=name + " output")
-            assert_close("recurrent_vs_chunked", ref_S, S, name=name + " final state")
+            equal_in_float32(ref_y, ref_S, y, S, f"case {case}: B={Bsz} T={T} H={H} P={P} N={N} dt x{dt_scale}")
     finally:
         torch.set_num_threads(threads)
 
 
 def test_ssd_scaled_state_folds_exactly_over_long_decays():
-    """A mild decay for thousands of tokens walks the scale c past 2^-30 many times (each a fold), then a
+    """A mild decay for thousands of tokens walks the scale c past 2^-10 many times (each a fold), then a
     token decaying past the floor zeroes the state, then growth-free tokens start it again."""
     x, dt, A, Bm, Cm = ssd_inputs(1, 3000, 2, 20, 8, dt_scale=0.01, seed=2)
     dt[:, 1500] = 100.0   # a decay of exp(-100 .. -1600): below the floor, S becomes 0

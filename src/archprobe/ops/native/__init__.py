@@ -226,6 +226,26 @@ def library(name: str) -> ctypes.CDLL | None:
     return _load(name) if enabled() else None
 
 
+def kernel(symbol: str, argtypes: list, name: str = "recurrences"):
+    """The C function `symbol` of library `name`, typed (returns int: 0, or nonzero out of memory), or None."""
+    lib = library(name)
+    if lib is None:
+        return None
+    f = getattr(lib, symbol)
+    f.argtypes, f.restype = argtypes, ctypes.c_int
+    return f
+
+
+def forward_only_on_cpu(*tensors) -> bool:
+    """The kernels run forward passes on CPU tensors: nothing may need a gradient."""
+    present = [x for x in tensors if x is not None]
+    if any(x.device.type != "cpu" for x in present):
+        return False
+    import torch
+
+    return not (torch.is_grad_enabled() and any(x.requires_grad for x in present))
+
+
 def main() -> int:
     """`python -m archprobe.ops.native`: build the kernels now (make install runs it), say where or why not."""
     with warnings.catch_warnings():

@@ -19,7 +19,7 @@ import math
 import torch
 
 from archprobe.ops.chunking import FLOAT32_EXP_FLOOR
-from archprobe.ops.native import library
+from archprobe.ops.native import forward_only_on_cpu, kernel
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 MAX_KEY_DIM = 1 << 16   # a strip holds K rows; past this the chunked form runs
@@ -27,23 +27,13 @@ FLOAT32_MAX = 3.4028234663852886e38
 
 
 def _kernel():
-    lib = library("recurrences")
-    if lib is None:
-        return None
-    f = lib.delta_rule_forward
-    f.argtypes = [_P, _P, _P, _P, _I, _P, _P, _P, _I, _I, _I, _I, _I, ctypes.c_float, ctypes.c_float, _I]
-    f.restype = ctypes.c_int
-    return f
+    return kernel("delta_rule_forward",
+                  [_P, _P, _P, _P, _I, _P, _P, _P, _I, _I, _I, _I, _I, ctypes.c_float, ctypes.c_float, _I])
 
 
 def applies(*tensors) -> bool:
-    """Forward only (nothing needs a gradient), on the CPU, computing in float32."""
-    present = [x for x in tensors if x is not None]
-    if any(x.device.type != "cpu" for x in present):
-        return False
-    if torch.is_grad_enabled() and any(x.requires_grad for x in present):
-        return False
-    return present[0].dtype != torch.float64
+    """Forward only, on the CPU, computing in float32 (float64 inputs keep their float64 chunked form)."""
+    return forward_only_on_cpu(*tensors) and tensors[0].dtype != torch.float64
 
 
 def as_float32(x: torch.Tensor, shape: tuple) -> torch.Tensor | None:
@@ -56,6 +46,18 @@ def as_float32(x: torch.Tensor, shape: tuple) -> torch.Tensor | None:
     return x.resolve_neg().resolve_conj().to(torch.float32).contiguous()
 
 
+def float32_inputs(pairs, initial_state, state_shape: tuple):
+    """Each (tensor, shape) through `as_float32`, and the state the kernel updates in place (zeros, or a
+    float32 copy of the caller's, never the caller's own tensor); None where any does not broadcast."""
+    parts = [as_float32(x, shape) for x, shape in pairs]
+    state = torch.zeros(state_shape) if initial_state is None else as_float32(initial_state, state_shape)
+    if any(x is None for x in parts) or state is None:
+        return None
+    if initial_state is not None and state.data_ptr() == initial_state.data_ptr():
+        state = state.clone()
+    return parts, state
+
+
 def forward(q, k, v, g, beta, scale: float, initial_state):
     """(o [B, T, H, V] in q's dtype, final state [B, H, K, V] float32), or None where the kernel does
     not apply. g: [B, T, H, K] or [B, T, H, 1] (one decay per head)."""
@@ -65,22 +67,19 @@ def forward(q, k, v, g, beta, scale: float, initial_state):
     V = v.shape[-1]
     if min(B, T, H, K, V) == 0 or K > MAX_KEY_DIM or not math.isfinite(scale) or abs(scale) > FLOAT32_MAX:
         return None
-    kernel = _kernel()
-    if kernel is None:
+    run = _kernel()
+    if run is None:
         return None
     per_channel = g.shape[-1] != 1 or K == 1
-    parts = [as_float32(x, s) for x, s in ((q, (B, T, H, K)), (k, (B, T, H, K)), (v, (B, T, H, V)),
-                                          (g, (B, T, H, K if per_channel else 1)), (beta, (B, T, H)))]
-    state = torch.zeros(B, H, K, V) if initial_state is None else as_float32(initial_state, (B, H, K, V))
-    if any(x is None for x in parts) or state is None:
+    prepared = float32_inputs(((q, (B, T, H, K)), (k, (B, T, H, K)), (v, (B, T, H, V)),
+                               (g, (B, T, H, K if per_channel else 1)), (beta, (B, T, H))), initial_state, (B, H, K, V))
+    if prepared is None:
         return None
-    if initial_state is not None and state.data_ptr() == initial_state.data_ptr():
-        state = state.clone()   # the kernel writes the state in place: never into the caller's tensor
-    qf, kf, vf, gf, bf = parts
+    (qf, kf, vf, gf, bf), state = prepared
     out = torch.empty(B, T, H, V)
-    failed = kernel(qf.data_ptr(), kf.data_ptr(), vf.data_ptr(), gf.data_ptr(), int(per_channel),
-                    bf.data_ptr(), state.data_ptr(), out.data_ptr(), B, T, H, K, V, float(scale),
-                    FLOAT32_EXP_FLOOR, torch.get_num_threads())
+    failed = run(qf.data_ptr(), kf.data_ptr(), vf.data_ptr(), gf.data_ptr(), int(per_channel), bf.data_ptr(),
+                 state.data_ptr(), out.data_ptr(), B, T, H, K, V, float(scale), FLOAT32_EXP_FLOOR,
+                 torch.get_num_threads())
     if failed:
         raise MemoryError("the delta-rule kernel could not allocate its state strips")
     return out.to(q.dtype), state

@@ -173,6 +173,13 @@ static int run_strips(strip_fn run, const void *args, int64_t n, int64_t threads
 
 static int64_t strips_per_head(int64_t width, int64_t cols) { return (width + cols - 1) / cols; }
 
+/* strip s of H heads of `width` columns cut every `cols`: its batch, head, first column and width */
+typedef struct { int64_t b, h, c0, w; } strip_at_t;
+static strip_at_t strip_at(int64_t s, int64_t H, int64_t width, int64_t cols) {
+    const int64_t per_head = strips_per_head(width, cols), bh = s / per_head, c0 = (s % per_head) * cols;
+    return (strip_at_t){bh / H, bh % H, c0, width - c0 < cols ? width - c0 : cols};
+}
+
 /* the widest strips up to max_cols (fewest passes over the per-token inputs), narrowed while threads would idle */
 static int64_t strip_columns(int64_t heads, int64_t width, int64_t max_cols, int64_t threads) {
     int64_t cols = max_cols;
@@ -257,8 +264,8 @@ ALWAYS int delta_rule_strip(const delta_rule_t *j, int64_t b, int64_t h, int64_t
 
 static int delta_rule_run(const void *args, int64_t s) {
     const delta_rule_t *j = args;
-    const int64_t per_head = strips_per_head(j->V, j->cols), bh = s / per_head, c0 = (s % per_head) * j->cols;
-    const int64_t b = bh / j->H, h = bh % j->H, w = j->V - c0 < j->cols ? j->V - c0 : j->cols;
+    const strip_at_t a = strip_at(s, j->H, j->V, j->cols);
+    const int64_t b = a.b, h = a.h, c0 = a.c0, w = a.w;
     /* the fewest vectors (1, 2, 4 or 8) that hold the strip's columns */
     if (w > 4 * LANES) return delta_rule_strip(j, b, h, c0, w, MAX_NV);
     if (w > 2 * LANES) return delta_rule_strip(j, b, h, c0, w, MAX_NV < 4 ? MAX_NV : 4);
@@ -427,8 +434,8 @@ ALWAYS int ssd_strip(const ssd_t *j, int64_t b, int64_t h, int64_t c0, int64_t w
 
 static int ssd_run(const void *args, int64_t s) {
     const ssd_t *j = args;
-    const int64_t per_head = strips_per_head(j->P, j->cols), bh = s / per_head, c0 = (s % per_head) * j->cols;
-    const int64_t b = bh / j->H, h = bh % j->H, w = j->P - c0 < j->cols ? j->P - c0 : j->cols;
+    const strip_at_t a = strip_at(s, j->H, j->P, j->cols);
+    const int64_t b = a.b, h = a.h, c0 = a.c0, w = a.w;
     if (w > 2 * LANES) return ssd_strip(j, b, h, c0, w, SSD_NV);
     if (w > LANES) return ssd_strip(j, b, h, c0, w, 2);
     return ssd_strip(j, b, h, c0, w, 1);
