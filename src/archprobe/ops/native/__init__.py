@@ -6,8 +6,11 @@ whole sequence does the same arithmetic in one pass per token. Nothing here is r
 works, or ARCHPROBE_NATIVE=0, `library` returns None (with one warning saying why) and the ops run their
 torch forms.
 Only the C sources shipped in this package are compiled; nothing from a checkpoint is compiled or loaded.
-A cached library is loaded only from a directory that this user owns and nobody else can write, and only
-if its bytes hash to what this process's build recorded beside it (a truncated or planted file is rebuilt).
+A cached library is read only from a directory that this user owns and nobody else can write (checked on
+the open directory, never through a link), only if its bytes hash to what its build recorded beside it (a
+truncated or planted file is rebuilt), and what is loaded is a copy of exactly those bytes in this
+process's own mkdtemp directory. A compiler that fails or hangs (killed after COMPILE_SECONDS) is not
+remembered across processes: each new process tries again.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ SOURCES = Path(__file__).parent
 # CPU's identity); the second set is for compilers that do not know -march=native.
 FLAG_SETS = (["-O3", "-march=native"], ["-O3"])
 COMMON = ["-std=gnu11", "-ffp-contract=fast", "-fno-math-errno", "-shared", "-fPIC", "-pthread"]
-VERSION_SECONDS, COMPILE_SECONDS = 10, 60
+VERSION_SECONDS, COMPILE_SECONDS = 10, 30
 SYMBOLS = {"recurrences": ("delta_rule_forward", "ssd_forward")}
 
 _reasons: dict[str, str] = {}
@@ -83,28 +86,50 @@ def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess | str:
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-def _private(d: Path) -> bool:
-    """d is a directory of this user's that no one else can write into."""
-    try:
-        st = d.lstat()
-    except OSError:
-        return False
-    if not stat.S_ISDIR(st.st_mode) or st.st_mode & 0o022:
-        return False
-    return not hasattr(os, "getuid") or st.st_uid == os.getuid()
-
-
 @functools.cache
 def _process_dir() -> Path:
-    """A private directory for this process alone, removed at exit (where no shared cache is safe)."""
+    """A directory of this process alone (mkdtemp: mode 0700, an unpredictable name), removed at exit.
+    Every library is built here, and every cached one is copied here after its bytes were checked, so what
+    is loaded is exactly what was built or checked, whatever happens to the cache's paths meanwhile."""
     d = Path(tempfile.mkdtemp(prefix="archprobe-native-"))
     atexit.register(shutil.rmtree, d, ignore_errors=True)
     return d
 
 
+def _owned_privately(st: os.stat_result) -> bool:
+    return not st.st_mode & 0o022 and (not hasattr(os, "getuid") or st.st_uid == os.getuid())
+
+
+def _open_dir(d: Path) -> int | None:
+    """d opened (never through a symbolic link) where it is a directory of this user's that no one else can
+    write; None otherwise. Checked on the open descriptor, so swapping the path afterwards changes nothing."""
+    try:
+        fd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if stat.S_ISDIR(st.st_mode) and _owned_privately(st):
+        return fd
+    os.close(fd)
+    return None
+
+
+def _make_private_dirs(d: Path) -> None:
+    """mkdir -p with mode 0700 for every directory it creates (a umask of 0 would leave them open)."""
+    missing = []
+    while not d.exists() and d != d.parent:
+        missing.append(d)
+        d = d.parent
+    for m in reversed(missing):
+        try:
+            os.mkdir(m, 0o700)
+        except FileExistsError:
+            pass
+
+
 def _cache_dirs() -> list[Path]:
     """Where a library may be cached, best first: the user's cache directory, then one in the temp dir
-    named for this user; each only if private (`_private`)."""
+    named for this user; each only if it is private (`_open_dir`)."""
     home = os.path.expanduser("~")
     base = os.environ.get("XDG_CACHE_HOME") or (os.path.join(home, ".cache") if not home.startswith("~") else "")
     uid = os.getuid() if hasattr(os, "getuid") else 0
@@ -113,83 +138,139 @@ def _cache_dirs() -> list[Path]:
     dirs = []
     for d in candidates:
         try:
-            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _make_private_dirs(d)
         except OSError:
-            pass
-        if _private(d) and d.parent.exists():
+            continue
+        fd = _open_dir(d)
+        if fd is not None:
+            os.close(fd)
             dirs.append(d)
     return dirs
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
-def _verified(target: Path) -> bool:
-    """The library is this user's, writable by no one else, and hashes to what its build recorded."""
+def _read_private(dir_fd: int, name: str) -> bytes | None:
+    """The bytes of `name` in the open directory, where it is a regular file of this user's that no one
+    else can write (opened without following links); None otherwise."""
     try:
-        st = target.lstat()
-        recorded = target.with_name(target.name + ".sha256").read_text().strip()
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=dir_fd)
     except OSError:
-        return False
-    if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o022:
-        return False
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        return False
-    return _digest(target) == recorded
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or not _owned_privately(st) or st.st_size > 64 << 20:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
-def _compile(source: bytes, cc: list[str], flags: list[str], target: Path) -> str | None:
-    """Builds target (and its recorded hash) atomically; None, or why it could not."""
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        src, out = Path(tmp) / target.with_suffix(".c").name, Path(tmp) / target.name
+def _cached(d: Path, so_name: str) -> bytes | None:
+    """The cached library's bytes, where they hash to what its build recorded beside it (a truncated or
+    replaced file is not loaded: a truncated library killed the process with SIGBUS)."""
+    fd = _open_dir(d)
+    if fd is None:
+        return None
+    try:
+        data, recorded = _read_private(fd, so_name), _read_private(fd, so_name + ".sha256")
+    finally:
+        os.close(fd)
+    if data is None or recorded is None or _digest(data) != recorded.decode(errors="replace").strip():
+        return None
+    return data
+
+
+def _write_private(d: Path, name: str, data: bytes) -> None:
+    """Writes `name` into the private directory d atomically (a temporary file, then a rename, both
+    relative to d's open descriptor)."""
+    fd = _open_dir(d)
+    if fd is None:
+        raise PermissionError(f"{d} is not a private directory")
+    tmp = f".{name}.{os.getpid()}.tmp"
+    try:
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600, dir_fd=fd)
+        with os.fdopen(out, "wb") as f:
+            f.write(data)
+        os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+    except OSError:
+        try:
+            os.unlink(tmp, dir_fd=fd)
+        except OSError:
+            pass
+        raise
+    finally:
+        os.close(fd)
+
+
+def _compile(source: bytes, cc: list[str], flags: list[str], so_name: str) -> Path | str:
+    """Builds the library in this process's own directory; its path, or why it could not be built."""
+    try:
+        work = Path(tempfile.mkdtemp(dir=_process_dir()))
+        src, out = work / so_name.replace(".so", ".c"), work / so_name
         src.write_bytes(source)
-        run = _run([*cc, *flags, *COMMON, "-o", str(out), str(src), "-lm"], COMPILE_SECONDS)
-        if isinstance(run, str):
-            return run
-        if run.returncode != 0:
-            return f"{shlex.join(cc)} {' '.join(flags)}: " + (run.stderr.strip().splitlines() or ["failed"])[-1]
-        digest = Path(tmp) / (target.name + ".sha256")
-        digest.write_text(_digest(out))
-        os.replace(digest, target.with_name(target.name + ".sha256"))
-        os.replace(out, target)   # atomic: a concurrent process sees no library or a whole one
-    return None
+    except OSError as e:
+        return f"no room to build in: {e.strerror or e}"
+    run = _run([*cc, *flags, *COMMON, "-o", str(out), str(src), "-lm"], COMPILE_SECONDS)
+    if isinstance(run, str):
+        return run
+    if run.returncode != 0:
+        lines = [line for line in run.stderr.strip().splitlines() if "error" in line.lower()] or \
+            run.stderr.strip().splitlines() or ["failed"]
+        return f"{shlex.join(cc)} {' '.join(flags)}: {lines[0]}"
+    return out
 
 
 def _build(name: str, source: bytes, cc: list[str], version: str) -> Path | str:
-    """The compiled library's path, or why it could not be built."""
-    dirs = _cache_dirs() or [_process_dir()]
+    """A loadable copy of the library in this process's own directory: from a cache whose bytes check out,
+    else compiled (and then cached where a private cache directory can take it); or why there is none."""
     last = "no flag set tried"
     for flags in FLAG_SETS:
         key = hashlib.sha256(b"\0".join([source, shlex.join(cc + flags + COMMON).encode(), version.encode(),
                                          _cpu_identity().encode()])).hexdigest()[:20]
-        for d in dirs:
-            if _verified(d / f"{name}-{key}.so"):
-                return d / f"{name}-{key}.so"
-        failed = dirs[0] / f"{name}-{key}.failed"   # a compiler that refused these flags, remembered
-        if failed.is_file():
-            last = failed.read_text(errors="replace").strip() or "failed before"
+        so_name = f"{name}-{key}.so"
+        try:
+            dirs = _cache_dirs()
+            for d in dirs:
+                data = _cached(d, so_name)
+                if data is not None:
+                    copy = Path(tempfile.mkdtemp(dir=_process_dir())) / so_name
+                    copy.write_bytes(data)
+                    return copy
+        except OSError as e:   # a full disk or a read-only temp dir: compile below, or say why not
+            dirs, last = [], f"could not copy the cached library: {e.strerror or e}"
+        built = _compile(source, cc, flags, so_name)
+        if isinstance(built, str):
+            last = built
+            if "did not finish" in built or "failed to run" in built or "no room" in built:
+                return built          # the compiler or the disk, not the flags: no second flag set
             continue
-        for d in dirs:
-            why = _compile(source, cc, flags, d / f"{name}-{key}.so")
-            if why is None:
-                return d / f"{name}-{key}.so"
-            if "did not finish" in why or "failed to run" in why:
-                return why            # the compiler itself is the problem: no second flag set
-            if "No such file" in why or "Permission denied" in why or "Read-only" in why:
-                last = why
-                continue              # this directory, not the compiler: try the next one
-            last = why
+        data = built.read_bytes()
+        for d in dirs:                # cache it for later processes; a cache that cannot take it is skipped
             try:
-                failed.write_text(why)
+                _write_private(d, so_name + ".sha256", _digest(data).encode())
+                _write_private(d, so_name, data)
+                break
             except OSError:
-                pass
-            break
+                continue
+        return built
     return last
 
 
 @functools.cache
 def _load(name: str) -> ctypes.CDLL | None:
+    try:
+        return _load_or_raise(name)
+    except OSError as e:   # a full disk, an unreadable temp dir: the torch forms run, with the reason said
+        return _unavailable(name, f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
+
+
+def _load_or_raise(name: str) -> ctypes.CDLL | None:
     source = (SOURCES / f"{name}.c").read_bytes()
     try:   # CC may carry arguments ("ccache gcc"), as make reads it
         cc = shlex.split(os.environ.get("CC") or "cc")

@@ -22,6 +22,7 @@
  * themselves (and the caller's thread only while it runs a share, restored after): a value below
  * float32's smallest normal (1.2e-38) counts as 0 instead of taking x86's microcode path.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -327,7 +328,6 @@ ALWAYS int ssd_strip(const ssd_t *j, int64_t b, int64_t h, int64_t c0, int64_t w
     float *b1 = R + N * W, *c1 = b1 + Nr, *b2 = c1 + Nr, *c2 = b2 + Nr;   /* per-row scalars of two tokens */
     for (int64_t n = 0; n < N; n++)
         for (int64_t p = 0; p < W; p++) R[n * W + p] = p < w ? S_io[p * N + n] : 0.f;
-    float c = 1.f;
     const vf zero = splat(0.f);
 
     /* the per-row scalars of token t at scale ct: B_n / ct and C_n ct */
@@ -366,15 +366,18 @@ ALWAYS int ssd_strip(const ssd_t *j, int64_t b, int64_t h, int64_t c0, int64_t w
 
     vf u[MAX_NV], u2[MAX_NV], acc[MAX_NV], acc2[MAX_NV];
     UNROLL for (int v_ = 0; v_ < NV; v_++) u2[v_] = zero;
+    double L = 0.0;   /* log c, summed in double: decays within 1e-6 of 1 do not drift over 1e5 tokens */
     int64_t t = 0;
     while (t < T) {
         const int two = t + 1 < T;
-        const float d1 = decay_of(dt[t * H] * A, j->floor);
-        const float d2 = two ? decay_of(dt[(t + 1) * H] * A, j->floor) : 1.f;
+        const float a1 = dt[t * H] * A, a2 = two ? dt[(t + 1) * H] * A : 0.f;
+        const float d1 = decay_of(a1, j->floor), d2 = two ? decay_of(a2, j->floor) : 1.f;
+        const float c = (float)exp(L), ca_ = (float)exp(L + a1), cb_ = (float)exp(L + a1 + a2);
         /* scaled: the decays only move c (two multiply-adds per element and token); direct, where c would
-         * leave its range: c and the decays multiply R in the pass (three), and c is 1 after it */
-        const int scaled = two && fits(c * d1) && fits(c * d1 * d2);
-        const float ca = scaled ? c * d1 : 1.f, cb = scaled ? ca * d2 : 1.f;
+         * leave its range or a decay is 0 (below the floor) or not a number: c and the decays multiply R in
+         * the pass (three), and c is 1 after it */
+        const int scaled = two && d1 > 0.f && d2 > 0.f && fits(ca_) && fits(cb_);
+        const float ca = scaled ? ca_ : 1.f, cb = scaled ? cb_ : 1.f;
         const vf f1 = splat(c * d1), f2 = splat(d2);
         ROW_SCALARS(t, ca, b1, c1);
         LOAD_U(t, u);
@@ -420,14 +423,15 @@ ALWAYS int ssd_strip(const ssd_t *j, int64_t b, int64_t h, int64_t c0, int64_t w
         }
         STORE_Y(t, acc);
         if (two) STORE_Y(t + 1, acc2);
-        c = scaled ? cb : 1.f;
+        L = scaled ? L + (double)a1 + (double)a2 : 0.0;
         t += two ? 2 : 1;
     }
 #undef ROW_SCALARS
 #undef LOAD_U
 #undef STORE_Y
+    const float c_end = (float)exp(L);
     for (int64_t n = 0; n < N; n++)
-        for (int64_t p = 0; p < w; p++) S_io[p * N + n] = R[n * W + p] * c;
+        for (int64_t p = 0; p < w; p++) S_io[p * N + n] = R[n * W + p] * c_end;
     free(R);
     return 0;
 }

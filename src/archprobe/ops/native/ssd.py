@@ -5,9 +5,9 @@ and token, in one pass over a cache-resident strip of the state for every two to
 matmuls do more arithmetic and many more passes. It is `ssd_recurrent` in float32, so it equals the
 reference up to float32 rounding while the state stays below ~3e35 (float32's own limit is 3.4e38) and
 C's entries are 0 or above ~1e-35 in magnitude; a per-token log-decay below -30 is a decay of 0, as in the
-chunked form. `forward` returns None where it does not apply (autograd, another device, shapes it cannot
-broadcast to its own, an empty dimension, no C compiler, ARCHPROBE_NATIVE=0), and the caller runs the
-chunked form.
+chunked form. `forward` returns None where it does not apply (autograd, another device, shapes other than the
+chunked form's, an empty dimension, no C compiler, ARCHPROBE_NATIVE=0), and the caller runs the
+chunked form. The scale's log is summed in float64, so slow decays do not drift over long sequences.
 """
 
 from __future__ import annotations
@@ -34,6 +34,11 @@ def forward(x, dt, A, B_, C_, initial_state):
     Bsz, T, H, P = x.shape
     N = B_.shape[-1]
     if min(Bsz, T, H, P, N) == 0:
+        return None
+    # exactly the shapes the torch form takes (only B and C may be shared over the batch, as there), so a
+    # call does not work or fail depending on whether a compiler is present
+    if tuple(dt.shape) != (Bsz, T, H) or tuple(A.shape) != (H,) or \
+            (initial_state is not None and tuple(initial_state.shape) != (Bsz, H, P, N)):
         return None
     run = _kernel()
     if run is None:
