@@ -39,6 +39,7 @@ VERSION_SECONDS, COMPILE_SECONDS = 10, 30
 SYMBOLS = {"recurrences": ("delta_rule_forward", "ssd_forward")}
 
 _reasons: dict[str, str] = {}
+_cached_at: dict[str, Path] = {}   # where each loaded library is cached for later processes
 
 
 def enabled() -> bool:
@@ -241,6 +242,7 @@ def _build(name: str, source: bytes, cc: list[str], version: str) -> Path | str:
                 if data is not None:
                     copy = Path(tempfile.mkdtemp(dir=_process_dir())) / so_name
                     copy.write_bytes(data)
+                    _cached_at[name] = d / so_name
                     return copy
         except OSError as e:   # a full disk or a read-only temp dir: compile below, or say why not
             dirs, last = [], f"could not copy the cached library: {e.strerror or e}"
@@ -255,6 +257,7 @@ def _build(name: str, source: bytes, cc: list[str], version: str) -> Path | str:
             try:
                 _write_private(d, so_name + ".sha256", _digest(data).encode())
                 _write_private(d, so_name, data)
+                _cached_at[name] = d / so_name
                 break
             except OSError:
                 continue
@@ -336,5 +339,7 @@ def main() -> int:
         print(f"archprobe native kernels: not built ({unavailable_reason('recurrences')}); "
               "the ops run their PyTorch forms")
         return 0
-    print(f"archprobe native kernels: {lib._name}")
+    cached = _cached_at.get("recurrences")
+    print(f"archprobe native kernels: built; cached as {cached}" if cached else
+          f"archprobe native kernels: built (no private cache directory to keep them in: {lib._name})")
     return 0
