@@ -2,7 +2,7 @@
 
 Why: on a CPU the chunked form's many torch calls and passes cost more than its matmuls save; the
 recurrence fused into one pass over the state per token, with the state's strips held in cache, ran
-3-10x faster than the chunked form at T=8192 (benchmarks/kda.py). It is the recurrence of `kda_recurrent`
+2.5-5x faster than the chunked form at T=8192 (benchmarks/kda.py). It is the recurrence of `kda_recurrent`
 in float32, so it equals the reference up to float32 rounding; a per-token log-decay below exp's floor
 (-30, as in the chunked form) is a decay of exactly 0, and values below float32's smallest normal
 (1.2e-38) count as 0 (flush-to-zero in the kernel's threads).
