@@ -59,6 +59,14 @@ ALWAYS void store(float *p, vf x) { *(vf_unaligned *)p = x; }
 /* the first w < LANES floats, the rest 0 (a strip narrower than its vectors) */
 ALWAYS vf load_part(const float *p, int64_t w) { float t[LANES] = {0}; memcpy(t, p, w * sizeof(float)); return load(t); }
 ALWAYS void store_part(float *p, vf x, int64_t w) { float t[LANES]; store(t, x); memcpy(p, t, w * sizeof(float)); }
+/* a vector at p of which only `left` floats are the strip's (all of them, some, or none: zeros) */
+ALWAYS vf load_upto(const float *p, int64_t left) {
+    return left >= LANES ? load(p) : left > 0 ? load_part(p, left) : splat(0.f);
+}
+ALWAYS void store_upto(float *p, vf x, int64_t left) {
+    if (left >= LANES) store(p, x);
+    else if (left > 0) store_part(p, x, left);
+}
 /* n floats, 64-byte aligned (C11's aligned_alloc wants the size a multiple of the alignment) */
 static float *floats(int64_t n) { return aligned_alloc(64, ((size_t)n * sizeof(float) + 63) / 64 * 64); }
 
@@ -105,6 +113,7 @@ ALWAYS void splat_exp(float x, float *out, int64_t n, float floor) {
 }
 
 #define UNROLL _Pragma("GCC unroll 16")
+#define MAX_THREADS 256
 
 /* ---- strips over threads ---- */
 
@@ -140,7 +149,6 @@ static void *worker(void *arg) {
 
 /* fn over the shares, the caller's thread taking the first (and any whose thread did not start) */
 static void fan_out(void *(*fn)(void *), share_t *shares, int64_t threads) {
-    enum { MAX_THREADS = 256 };
     pthread_t ids[MAX_THREADS];
     int started[MAX_THREADS];
     for (int64_t w = 1; w < threads; w++) started[w] = pthread_create(&ids[w], 0, fn, &shares[w]) == 0;
@@ -156,7 +164,6 @@ static void fan_out(void *(*fn)(void *), share_t *shares, int64_t threads) {
  * so threads faulting the same pages would wait on each other: each first maps a contiguous part of its
  * own (writing a 0 that the strips, started after all of that, overwrite). */
 static int run_strips(strip_fn run, const void *args, int64_t n, int64_t threads, void *out, size_t out_bytes) {
-    enum { MAX_THREADS = 256 };
     if (threads > n) threads = n;
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     if (threads < 1) threads = 1;
@@ -242,20 +249,12 @@ ALWAYS int delta_rule_strip(const delta_rule_t *j, int64_t b, int64_t h, int64_t
         }
         if (t) {   /* o_{t-1}, this strip's columns */
             float *op = o + (t - 1) * tokv;
-            UNROLL for (int n = 0; n < NV; n++) {
-                const int64_t left = w - LANES * n;
-                if (left >= LANES) store(op + LANES * n, ao[n] * sc);
-                else if (left > 0) store_part(op + LANES * n, ao[n] * sc, left);
-            }
+            UNROLL for (int n = 0; n < NV; n++) store_upto(op + LANES * n, ao[n] * sc, w - LANES * n);
         }
         if (t < T) {   /* u_t = beta_t (v_t - S^T k_t) */
             const vf bt = splat(beta[t * H]);
             const float *vt = v + t * tokv;
-            UNROLL for (int n = 0; n < NV; n++) {
-                const int64_t left = w - LANES * n;
-                const vf x = left >= LANES ? load(vt + LANES * n) : left > 0 ? load_part(vt + LANES * n, left) : zero;
-                u[n] = bt * (x - ak[n]);
-            }
+            UNROLL for (int n = 0; n < NV; n++) u[n] = bt * (load_upto(vt + LANES * n, w - LANES * n) - ak[n]);
         }
     }
     for (int64_t i = 0; i < K; i++) memcpy(S_io + i * V, S + i * W, w * sizeof(float));
@@ -335,11 +334,8 @@ ALWAYS int ssd_strip(const ssd_t *j, int64_t b, int64_t h, int64_t c0, int64_t w
     do {                                                                      \
         const vf inv = splat(1.f / (ct)), cs = splat(ct);                     \
         for (int64_t n = 0; n < Nr; n += LANES) {                             \
-            const int64_t left = N - n;                                       \
-            const vf bv = left >= LANES ? load(Bm + (t) * tokn + n) : load_part(Bm + (t) * tokn + n, left); \
-            const vf cv = left >= LANES ? load(Cm + (t) * tokn + n) : load_part(Cm + (t) * tokn + n, left); \
-            store((bo) + n, bv * inv);                                        \
-            store((co) + n, cv * cs);                                         \
+            store((bo) + n, load_upto(Bm + (t) * tokn + n, N - n) * inv);     \
+            store((co) + n, load_upto(Cm + (t) * tokn + n, N - n) * cs);      \
         }                                                                     \
     } while (0)
 
@@ -347,21 +343,14 @@ ALWAYS int ssd_strip(const ssd_t *j, int64_t b, int64_t h, int64_t c0, int64_t w
 #define LOAD_U(t, u)                                                          \
     do {                                                                      \
         const vf dv = splat(dt[(t) * H]);                                     \
-        UNROLL for (int v_ = 0; v_ < NV; v_++) {                              \
-            const int64_t left = w - LANES * v_;                              \
-            const float *xp = x + (t) * tokp + LANES * v_;                    \
-            u[v_] = dv * (left >= LANES ? load(xp) : left > 0 ? load_part(xp, left) : zero); \
-        }                                                                     \
+        UNROLL for (int v_ = 0; v_ < NV; v_++)                                \
+            u[v_] = dv * load_upto(x + (t) * tokp + LANES * v_, w - LANES * v_); \
     } while (0)
 
 #define STORE_Y(t, acc)                                                       \
     do {                                                                      \
-        UNROLL for (int v_ = 0; v_ < NV; v_++) {                              \
-            const int64_t left = w - LANES * v_;                              \
-            float *yp = y + (t) * tokp + LANES * v_;                          \
-            if (left >= LANES) store(yp, acc[v_]);                            \
-            else if (left > 0) store_part(yp, acc[v_], left);                 \
-        }                                                                     \
+        UNROLL for (int v_ = 0; v_ < NV; v_++)                                \
+            store_upto(y + (t) * tokp + LANES * v_, acc[v_], w - LANES * v_); \
     } while (0)
 
     vf u[MAX_NV], u2[MAX_NV], acc[MAX_NV], acc2[MAX_NV];
