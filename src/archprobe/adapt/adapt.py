@@ -8,20 +8,23 @@ from archprobe.formats.sources import RawCheckpoint, open_source
 from archprobe.structure.inspect import analyse
 
 SCHEMA = "archprobe.adapt/1"
-FRAMEWORKS = ("transformers", "vllm", "sglang", "llama.cpp", "archprobe")
+FRAMEWORKS = ("transformers", "vllm", "sglang", "llama.cpp", "archprobe", "mlx-lm", "tensorrt-llm")
 
 
-def adapt(source: str | None = None, progress=None, only: list[str] | None = None, card=None) -> dict:
-    """The adaptation document; `card` (a user's architecture card) overrides the derived one."""
+def adapt(source: str | None = None, progress=None, only: list[str] | None = None, card=None,
+          ecosystem=None, release_progress=None) -> dict:
+    """The adaptation document; `card` (a user's architecture card) overrides the derived one.
+    `ecosystem` (adapt.ecosystem.Ecosystem) adds released versions and upstream work; None: installed only."""
     if source is None:
         from archprobe.demo import demo_checkpoint
 
         source = str(demo_checkpoint())
     raw = open_source(source, progress)
-    return adapt_checkpoint(raw, analyse(raw, card), only)
+    return adapt_checkpoint(raw, analyse(raw, card), only, ecosystem, source, release_progress)
 
 
-def adapt_checkpoint(raw: RawCheckpoint, doc: dict, only: list[str] | None = None) -> dict:
+def adapt_checkpoint(raw: RawCheckpoint, doc: dict, only: list[str] | None = None, ecosystem=None,
+                     source: str | None = None, release_progress=None) -> dict:
     """From headers already read and their `inspect` document (the report reads them once for both)."""
     config = raw.config or {}
     features = doc["features"]
@@ -42,12 +45,21 @@ def adapt_checkpoint(raw: RawCheckpoint, doc: dict, only: list[str] | None = Non
         elif name == "archprobe":
             results.append(generic.probe(config, features, present, shapes, raw) if raw.kind != "gguf" else
                            unknown(generic.NAME, None, "validate reads safetensors folders, not GGUF"))
+    for r in results:
+        r["source"] = "installed"
+    eco = None
+    if ecosystem is not None:
+        from archprobe.adapt.ecosystem import add_ecosystem
+
+        eco = add_ecosystem({"frameworks": results}, config, features, moe, ecosystem, source, only,
+                            release_progress)["ecosystem"]
     matrix = {f["id"]: {r["framework"]: _status_of(r, f["id"]) for r in results} for f in features}
     return {"schema": SCHEMA, "source": doc["source"], "model_type": doc["model_type"],
             "wrapper_model_type": doc.get("wrapper_model_type"), "architectures": doc["architectures"],
             "features": [f["id"] for f in features], "frameworks": results, "matrix": matrix,
             "layer_plan": [[layer["mixer"], layer["ffn"]] for layer in doc["layers"]],
-            "note": "What frameworks know is kept apart from what the weights say: see `inspect` for the latter."}
+            "note": "What frameworks know is kept apart from what the weights say: see `inspect` for the latter.",
+            **({"ecosystem": eco} if eco is not None else {})}
 
 
 def _status_of(result: dict, fid: str) -> str:

@@ -21,6 +21,16 @@ environment variable of the same name prefixed `ARCHPROBE_` (tests use small one
 | MAX_SHARDS                       | 100,000  | shard files of one checkpoint                            |
 | REQUEST_DEADLINE_S               | 120      | one HTTP request, start to last byte (not per read)      |
 | DEADLINE_S                       | 900      | all network reads of one command; reading a source (local too) |
+| MAX_PACKAGE_INDEX_BYTES          | 32 MB    | one package-index page (PEP 691 JSON / PEP 503 HTML / JSON API) |
+| MAX_PACKAGE_FILES                | 50,000   | files listed for one project on the package index        |
+| MAX_WHEEL_TAIL_BYTES             | 66 KB    | a wheel's end-of-central-directory search (64 KB comment + record) |
+| MAX_WHEEL_DIRECTORY_BYTES        | 64 MB    | a wheel's central directory                              |
+| MAX_WHEEL_MEMBERS                | 200,000  | entries in a wheel's central directory                   |
+| MAX_WHEEL_MEMBER_BYTES           | 16 MB    | one registry member of a wheel, inflated                 |
+| MAX_INFLATE_RATIO                | 100      | inflated / compressed size of one member (source: ~3-8)   |
+| MAX_FORGE_PAGES                  | 10       | pages of one forge search (100 results a page)           |
+| MAX_FORGE_BYTES                  | 16 MB    | one page of a forge search answer                        |
+| FORGE_MAX_WAIT_S                 | 60       | a forge rate limit that resets sooner is waited out      |
 
 Memory (what each reader may cost at most; tests/hostile/test_memory.py holds each to 2x this plus a
 fixed 40 MB of interpreter and allocator slack):
@@ -72,6 +82,16 @@ _DEFAULTS: dict[str, float] = {
     "MAX_SHARDS": 100_000,
     "REQUEST_DEADLINE_S": 120.0,
     "DEADLINE_S": 900.0,
+    "MAX_PACKAGE_INDEX_BYTES": 32 * 1024 * 1024,
+    "MAX_PACKAGE_FILES": 50_000,
+    "MAX_WHEEL_TAIL_BYTES": 65_535 + 22 + 20 + 56,
+    "MAX_WHEEL_DIRECTORY_BYTES": 64 * 1024 * 1024,
+    "MAX_WHEEL_MEMBERS": 200_000,
+    "MAX_WHEEL_MEMBER_BYTES": 16 * 1024 * 1024,
+    "MAX_INFLATE_RATIO": 100,
+    "MAX_FORGE_PAGES": 10,
+    "MAX_FORGE_BYTES": 16 * 1024 * 1024,
+    "FORGE_MAX_WAIT_S": 60.0,
 }
 
 
