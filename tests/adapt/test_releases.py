@@ -325,3 +325,19 @@ def test_wheel_zip_is_real(tmp_path):
     (tmp_path / name).write_bytes(data)
     with zipfile.ZipFile(tmp_path / name) as z:
         assert z.read(REG) == b"x = 1\n" and len(data) > 1_000_000
+
+
+def test_report_draws_the_release_timeline_and_feature_table(servers):
+    from archprobe.report.collect import collect
+    from archprobe.report.html import render
+
+    index, forge = servers
+    forge.items["vllm-project/vllm"].append({**gh_item("vllm-project/vllm", 106, "<script>x</script>", "issue"),
+                                              "html_url": "javascript:alert(1)"})
+    data = collect(None, ecosystem=Ecosystem(index_url=index.url + "/simple"))
+    page = render(data)
+    assert "<section id=releases>" in page and "id='releases-vllm'" in page
+    timeline = page[page.index("id='releases-vllm'"):]
+    assert timeline.index("data-version='0.9.0'") < timeline.index("data-version='0.11.0'")   # oldest first
+    assert "first release that knows it: 0.11.0" in page
+    assert "javascript:" not in page and "<script>x" not in page

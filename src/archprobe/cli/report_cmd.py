@@ -21,6 +21,10 @@ def report(source: SourceArg = None,
                                                                           "folders; streams the weights).")] = False,
            validate_json: Annotated[str | None, typer.Option(help="Include an existing `validate --json` "
                                                                   "result instead.")] = None,
+           releases: Annotated[bool, typer.Option("--releases", help="Also read released framework versions "
+                                                                      "from the package index (see adapt).")] = False,
+           index_url: Annotated[str | None, typer.Option("--index-url", help="Package index for --releases.",
+                                                         show_default=False)] = None,
            json_out: JsonOpt = False, no_progress: NoProgressOpt = False, card: CardOpt = None) -> None:
     """Structure, layer plan, parameters, memory curve, adaptation and validation in one page.
 
@@ -40,7 +44,8 @@ def report(source: SourceArg = None,
     out = options.writable_file(out or f"report.{fmt}", "--out")
     with shard_progress(not no_progress and not json_out) as progress:
         data = collect(source, context=context, batch=batch, budget=budget, run_validate=run_validate,
-                       validate_json=validate_json, progress=progress, card=load_card_opt(card))
+                       validate_json=validate_json, progress=progress, card=load_card_opt(card),
+                       ecosystem=_ecosystem(releases or index_url is not None, index_url))
     if fmt == "html":
         from archprobe.report.html import render
     else:
@@ -55,3 +60,11 @@ def report(source: SourceArg = None,
     else:
         typer.echo(f"wrote {path} ({path.stat().st_size:,} bytes, {fmt})")
 
+
+
+def _ecosystem(wanted: bool, index_url: str | None):
+    if not wanted:
+        return None
+    from archprobe.adapt.ecosystem import Ecosystem
+
+    return Ecosystem(index_url=index_url)

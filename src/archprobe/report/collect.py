@@ -17,7 +17,8 @@ def sweep_contexts(max_context: int | None, target: int) -> list[int]:
 
 
 def collect(source: str | None, context: str = "32k", batch: int = 1, budget: str | None = None,
-            run_validate: bool = False, validate_json: str | None = None, progress=None, card=None) -> dict:
+            run_validate: bool = False, validate_json: str | None = None, progress=None, card=None,
+            ecosystem=None) -> dict:
     from archprobe.formats.sources import open_source
     from archprobe.memory.plan import largest_fitting_context, parse_bytes, parse_tokens, plan_memory
     from archprobe.structure.inspect import analyse
@@ -39,7 +40,7 @@ def collect(source: str | None, context: str = "32k", batch: int = 1, budget: st
     try:
         from archprobe.adapt.adapt import adapt_checkpoint
 
-        adaptation = adapt_checkpoint(raw, doc)
+        adaptation = adapt_checkpoint(raw, doc, ecosystem=ecosystem, source=source)   # ecosystem: released versions
     except ArchprobeError as exc:
         adaptation = {"error": exc.message}
     if validation is None and run_validate:

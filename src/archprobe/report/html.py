@@ -51,7 +51,7 @@ def render(data: dict) -> str:
             "<a href='#params'>parameters</a><a href='#memory'>memory</a><a href='#adapt'>adaptation</a>"
             "<a href='#validate'>validation</a></nav>",
             _structure(doc, arch), _features(doc), _layers(doc), _params(doc), _memory(data, mem),
-            _adapt(data.get("adapt") or {}), _validate(data.get("validate"))]
+            _adapt(data.get("adapt") or {}), _releases(data.get("adapt") or {}), _validate(data.get("validate"))]
     return ("<!doctype html><html lang=en><head><meta charset=utf-8><link rel=icon href='data:,'>"
             f"<title>archprobe report: {e(name)}</title><style>{CSS}</style></head><body>"
             + "".join(body) + "<p class=muted>archprobe: read the weights, not the rumors.</p></body></html>")
@@ -136,6 +136,12 @@ def _adapt(ad) -> str:
     return (f"<section id=adapt><h2>Adaptation</h2><p class=muted>{e(ad['note'])}</p><table><tr><th>framework"
             f"</th><th>version</th><th>status</th><th>known as</th><th>missing features</th></tr>{rows}</table>"
             f"<table><tr><th>feature</th>{head}</tr>{matrix}</table></section>")
+
+
+def _releases(ad) -> str:
+    from archprobe.report.releases_html import releases_section
+
+    return releases_section(ad) if not ad.get("error") else ""
 
 
 def _status_cell(status: str) -> str:
