@@ -341,3 +341,14 @@ def test_report_draws_the_release_timeline_and_feature_table(servers):
     assert timeline.index("data-version='0.9.0'") < timeline.index("data-version='0.11.0'")   # oldest first
     assert "first release that knows it: 0.11.0" in page
     assert "javascript:" not in page and "<script>x" not in page
+
+
+def test_a_server_that_ignores_range_is_refused_not_streamed(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARCHPROBE_CACHE", str(tmp_path))
+    with IndexServer() as index:
+        name = index.add("gguf", "1.0.0", {"gguf/constants.py": ex.GGUF_CONSTANTS})
+        data = index.projects["gguf"][0][1]
+        index.hooks[f"/files/{name}"] = lambda h: index.send(h, 200, data)
+        msg = _one_line_error(lambda: adapt(None, only=["llama.cpp"], ecosystem=Ecosystem(index.url + "/simple",
+                                                                                         upstream=False)))
+    assert "does not answer Range" in msg

@@ -357,6 +357,16 @@ def read_release(http, f: IndexFile, spec: Spec, target: Target, features: list[
     return row, verdict.counts
 
 
+def _read(http, f: IndexFile, spec: Spec, target: Target, features: list[dict]) -> tuple[dict, bool]:
+    """read_release; a connection failure once the index answered is an error about that wheel, not 'offline'."""
+    from archprobe.formats.http import _Transient
+
+    try:
+        return read_release(http, f, spec, target, features)
+    except _Transient as exc:
+        raise SourceError(f"{f.filename}: {exc.message}") from None
+
+
 def framework_releases(http, base: str, spec: Spec, target: Target, features: list[dict], newest: int,
                        pool: ThreadPoolExecutor, progress=None) -> dict:
     """{"releases": [...newest first], "first_release_known": str|None, "notes": [...]} for one framework."""
@@ -365,7 +375,7 @@ def framework_releases(http, base: str, spec: Spec, target: Target, features: li
         return {"releases": [], "first_release_known": None,
                 "notes": [f"the index lists no wheels of {spec.project}"]}
     chosen = wheels[:newest]
-    results = list(pool.map(lambda f: read_release(http, f, spec, target, features), chosen))
+    results = list(pool.map(lambda f: _read(http, f, spec, target, features), chosen))
     if progress:
         progress(len(chosen))
     rows = {r["version"]: (r, known) for r, known in results}
@@ -376,7 +386,7 @@ def framework_releases(http, base: str, spec: Spec, target: Target, features: li
         lo, hi = 0, len(older)   # older[lo:hi] undecided; older is newest first
         while lo < hi:
             mid = (lo + hi) // 2
-            r, known = read_release(http, older[mid], spec, target, features)
+            r, known = _read(http, older[mid], spec, target, features)
             rows[r["version"]] = (r, known)
             if known:
                 lo = mid + 1

@@ -3,7 +3,8 @@ only the members asked for, never the whole file.
 
 Why: a vLLM wheel is ~400 MB; the registry that says which architectures it knows is ~10 KB of it.
 Every range is an explicit `start-end` (some indexes refuse suffix ranges), so the file's size must be
-known first (the index lists it; otherwise one 1-byte read's Content-Range gives it).
+known first: one 1-byte read's Content-Range gives it, and proves the server honours Range (a server
+that answers 200 would otherwise stream the whole wheel for the tail); it must agree with the index.
 
 The archive is hostile input: the directory must lie inside the file and before its own end record, a
 member must lie before the directory, its local header must carry the same name, its inflated size is
@@ -43,7 +44,9 @@ class RemoteZip:
     def __init__(self, http: GuardedHTTP, url: str, size: int | None = None, what: str | None = None):
         self.http, self.url, self.what = http, url, what or _show(url)
         self.bytes_fetched = 0
-        self.size = size if isinstance(size, int) and size > 0 else self._probe_size()
+        self.size = self._probe_size()   # also proves Range is honoured before a tail read could stream it all
+        if isinstance(size, int) and size > 0 and size != self.size:
+            raise SourceError(f"{self.what}: the index lists {size:,} bytes, the server serves {self.size:,}; refused")
         self.members: dict[str, Member] = {}
         self._directory_start = 0
         self._read_directory()
@@ -67,8 +70,9 @@ class RemoteZip:
         resp = self.http.get(self.url, 1, byte_range=(0, 0))
         total = resp.headers.get("content-range", "").rpartition("/")[2]
         if resp.status != 206 or not total.isdigit() or _content_range(resp.headers["content-range"]) is None:
-            raise SourceError(f"{self.what}: the server does not answer Range reads with a size "
-                              f"(HTTP {resp.status}); the index did not list one either")
+            raise SourceError(f"{self.what}: the server does not answer Range reads (HTTP {resp.status}, "
+                              f"{resp.headers.get('content-range', 'no Content-Range')!r}); reading whole wheels "
+                              "is refused")
         self.bytes_fetched += len(resp.body)
         return int(total)
 
