@@ -352,3 +352,20 @@ def test_a_server_that_ignores_range_is_refused_not_streamed(tmp_path, monkeypat
         msg = _one_line_error(lambda: adapt(None, only=["llama.cpp"], ecosystem=Ecosystem(index.url + "/simple",
                                                                                          upstream=False)))
     assert "does not answer Range" in msg
+
+
+def test_the_json_api_when_the_simple_page_is_missing(tmp_path, monkeypatch):
+    import hashlib
+
+    monkeypatch.setenv("ARCHPROBE_CACHE", str(tmp_path))
+    with IndexServer() as index:
+        populate(index)
+        files = index.projects["gguf"]
+        api = {"info": {"name": "gguf"}, "releases": {n.split("-")[1]: [
+            {"filename": n, "url": f"/files/{n}", "digests": {"sha256": hashlib.sha256(d).hexdigest()},
+             "size": len(d), "packagetype": "bdist_wheel", "yanked": False}] for n, d in files}}
+        index.hooks["/simple/gguf/"] = lambda h: index.send(h, 404, b"no")
+        index.hooks["/pypi/gguf/json"] = lambda h: index.send(h, 200, json.dumps(api).encode(),
+                                                               {"Content-Type": "application/json"})
+        doc = adapt(None, only=["llama.cpp"], ecosystem=Ecosystem(index_url=index.url + "/simple", upstream=False))
+    assert [r["version"] for r in by_framework(doc)["llama.cpp"]["releases"]] == ["0.18.0", "0.17.0"]

@@ -85,16 +85,7 @@ def _from_simple_json(body: bytes, url: str, project: str) -> list[IndexFile]:
     if not isinstance(files, list):
         raise SourceError(f"{_show(url)}: the index page of {project} has no 'files' list (PEP 691)")
     _count(files, url)
-    out = []
-    for f in files:
-        if not isinstance(f, dict):
-            continue
-        hashes = f.get("hashes") if isinstance(f.get("hashes"), dict) else {}
-        size = f.get("size") if isinstance(f.get("size"), int) and not isinstance(f.get("size"), bool) else None
-        row = _file(f.get("filename"), f.get("url"), url, hashes.get("sha256"), size, bool(f.get("yanked")))
-        if row is not None:
-            out.append(row)
-    return out
+    return _rows(files, url, "hashes")
 
 
 def _from_json_api(body: bytes, url: str, project: str) -> list[IndexFile]:
@@ -107,14 +98,22 @@ def _from_json_api(body: bytes, url: str, project: str) -> list[IndexFile]:
         if not isinstance(files, list):
             continue
         _count(out + files, url)
-        for f in files:
-            if not isinstance(f, dict):
-                continue
-            digests = f.get("digests") if isinstance(f.get("digests"), dict) else {}
-            size = f.get("size") if isinstance(f.get("size"), int) and not isinstance(f.get("size"), bool) else None
-            row = _file(f.get("filename"), f.get("url"), url, digests.get("sha256"), size, bool(f.get("yanked")))
-            if row is not None:
-                out.append(row)
+        out += _rows(files, url, "digests")
+    return out
+
+
+def _rows(files: list, url: str, digests: str) -> list[IndexFile]:
+    """The wheels of one JSON file list; `digests` names its hash table ("hashes" in PEP 691, "digests" in the
+    JSON API)."""
+    out = []
+    for f in files:
+        if not isinstance(f, dict):
+            continue
+        hashes = f.get(digests) if isinstance(f.get(digests), dict) else {}
+        size = f.get("size") if isinstance(f.get("size"), int) and not isinstance(f.get("size"), bool) else None
+        row = _file(f.get("filename"), f.get("url"), url, hashes.get("sha256"), size, bool(f.get("yanked")))
+        if row is not None:
+            out.append(row)
     return out
 
 
