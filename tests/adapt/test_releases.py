@@ -369,3 +369,15 @@ def test_the_json_api_when_the_simple_page_is_missing(tmp_path, monkeypatch):
                                                                {"Content-Type": "application/json"})
         doc = adapt(None, only=["llama.cpp"], ecosystem=Ecosystem(index_url=index.url + "/simple", upstream=False))
     assert [r["version"] for r in by_framework(doc)["llama.cpp"]["releases"]] == ["0.18.0", "0.17.0"]
+
+
+def test_merged_state_from_the_pull_when_the_hit_lacks_merged_at(tmp_path, monkeypatch):
+    from archprobe.formats.forge import forge_headers, search
+
+    repo = "sgl-project/sglang"
+    with ForgeServer(limit_once=None) as forge:
+        forge.items[repo] = [gh_item(repo, 7, "KimiLinear", "pr", state="closed", merged=True, without_merged_at=True),
+                             gh_item(repo, 8, "KimiLinear v2", "pr", state="closed", without_merged_at=True)]
+        got = search(GuardedHTTP(None, forge_headers()), forge.url, repo, ["KimiLinearForCausalLM"])
+    assert [(i["number"], i["merged"]) for i in got.items] == [(7, True), (8, False)]
+    assert all("_merged_unknown" not in i for i in got.items)

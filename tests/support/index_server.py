@@ -150,6 +150,12 @@ class ForgeServer(_Server):
 
     def handle(self, h) -> None:
         u = urlparse(h.path)
+        pull = re.match(r"^/repos/([^/]+/[^/]+)/pulls/(\d+)$", u.path)
+        if pull:   # the pull itself: `merged`, for hits written without `pull_request.merged_at`
+            it = next((i for i in self.items.get(pull.group(1), []) if i["number"] == int(pull.group(2))), None)
+            if it is None:
+                return self.send(h, 404, b'{"message": "Not Found"}')
+            return self.send(h, 200, json.dumps({"number": it["number"], "merged": it.get("_merged", False)}).encode())
         if u.path != "/search/issues":
             return self.send(h, 404, b'{"message": "Not Found"}')
         self.searches += 1
@@ -175,7 +181,7 @@ class ForgeServer(_Server):
 
 
 def gh_item(repo: str, number: int, title: str, kind: str, state: str = "open", draft: bool = False,
-            merged: bool = False, labels: tuple[str, ...] = ()) -> dict:
+            merged: bool = False, labels: tuple[str, ...] = (), without_merged_at: bool = False) -> dict:
     """One search hit as GitHub's REST API writes it (the fields archprobe reads, and some it does not)."""
     html = f"https://github.com/{repo}/{'pull' if kind == 'pr' else 'issues'}/{number}"
     item = {"url": f"https://api.github.com/repos/{repo}/issues/{number}", "html_url": html, "number": number,
@@ -187,4 +193,7 @@ def gh_item(repo: str, number: int, title: str, kind: str, state: str = "open", 
         item["draft"] = draft
         item["pull_request"] = {"url": f"https://api.github.com/repos/{repo}/pulls/{number}", "html_url": html,
                                 "merged_at": "2026-03-01T00:00:00Z" if merged else None}
+        if without_merged_at:   # an older answer: only the pull itself says whether it was merged
+            del item["pull_request"]["merged_at"]
+            item["_merged"] = merged
     return item

@@ -93,7 +93,33 @@ def search(http: GuardedHTTP, base: str, repo: str, terms: list[str], clock=time
                 seen.add(item["number"])
                 result.items.append(item)
         url = _next_link(resp.headers.get("link", ""), origin)
+    _settle_merged(http, base, repo, result)
     return result
+
+
+MAX_PULL_LOOKUPS = 50
+
+
+def _settle_merged(http: GuardedHTTP, base: str, repo: str, result: SearchResult) -> None:
+    """A closed PR whose search hit carries no `pull_request.merged_at` (older API answers): ask the pull
+    itself (`GET /repos/{repo}/pulls/{n}`, its `merged` field), at most MAX_PULL_LOOKUPS times."""
+    unsure = [it for it in result.items if it.pop("_merged_unknown", False)]
+    for it in unsure[:MAX_PULL_LOOKUPS]:
+        if result.stopped:
+            break
+        from archprobe.formats.jsontext import load_fast
+
+        url = f"{base}/repos/{repo}/pulls/{it['number']}"
+        resp = http.get(url, int(cap("MAX_FORGE_BYTES")))
+        if resp.status != 200:
+            continue
+        try:
+            pull = load_fast(resp.body, _show(url), "the forge's pull request", int(cap("MAX_FORGE_BYTES")))
+        except Exception as exc:
+            raise SourceError(getattr(exc, "message", None) or f"{_show(url)}: not JSON") from None
+        it["merged"] = pull.get("merged") is True or bool(pull.get("merged_at"))
+    for it in result.items:
+        it.pop("_merged_unknown", None)
 
 
 def _rate_limit_wait(headers: dict[str, str], now: float) -> float | None:
@@ -151,7 +177,9 @@ def _item(it) -> dict | None:
     labels = [str(lab.get("name"))[:100] for lab in it.get("labels") or [] if isinstance(lab, dict)
               and isinstance(lab.get("name"), str)][:20] if isinstance(it.get("labels"), list) else []
     merged = bool(pr and isinstance(pr.get("merged_at"), str) and pr.get("merged_at"))
-    return {"number": it["number"], "kind": "pr" if pr is not None else "issue",
+    unknown = pr is not None and "merged_at" not in pr and state == "closed"
+    return {**({"_merged_unknown": True} if unknown else {}),
+            "number": it["number"], "kind": "pr" if pr is not None else "issue",
             "title": str(it.get("title") or "")[:MAX_TITLE], "state": state,
             "draft": bool(it.get("draft")) if pr is not None else False, "merged": merged,
             "updated_at": str(it.get("updated_at") or "")[:40], "labels": labels,
