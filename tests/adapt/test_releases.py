@@ -381,3 +381,14 @@ def test_merged_state_from_the_pull_when_the_hit_lacks_merged_at(tmp_path, monke
         got = search(GuardedHTTP(None, forge_headers()), forge.url, repo, ["KimiLinearForCausalLM"])
     assert [(i["number"], i["merged"]) for i in got.items] == [(7, True), (8, False)]
     assert all("_merged_unknown" not in i for i in got.items)
+
+
+def test_hostile_huge_forge_answer_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARCHPROBE_CACHE", str(tmp_path))
+    monkeypatch.setenv("ARCHPROBE_MAX_FORGE_BYTES", "100000")
+    with IndexServer() as index, ForgeServer(limit_once=None) as forge:
+        populate(index)
+        forge.hooks["/search/issues"] = lambda h: forge.send(h, 200, b'{"items": [' + b"1," * 2_000_000 + b"1]}")
+        monkeypatch.setenv("GITHUB_API_URL", forge.url)
+        msg = _one_line_error(lambda: adapt(None, only=["vllm"], ecosystem=Ecosystem(index.url + "/simple")))
+    assert "cap" in msg and "upstream" in msg

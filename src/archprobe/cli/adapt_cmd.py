@@ -106,11 +106,12 @@ def render_releases(c, doc: dict) -> None:
     for r in doc["frameworks"]:
         rel = r.get("releases") or []
         if rel:
-            t = Table(f"{r['framework']} release", "status", "known as", "handled", "missing", "bytes read",
+            t = Table(f"{r['framework']} release", "status", "known as", "features handled", "missing", "bytes read",
                       title=f"{r['framework']}: first release that knows it: {r.get('first_release_known') or 'none'}")
             for x in rel:
                 share = f"{x['bytes_fetched']:,}" + (f" of {x['file_bytes']:,}" if x["file_bytes"] else "")
-                t.add_row(x["version"], x["status"], x["known_as"] or "", ", ".join(x["handled"]),
+                total = len(x["handled"]) + len(x["missing"]) + len(x["unverified"])
+                t.add_row(x["version"], x["status"], x["known_as"] or "", f"{len(x['handled'])} of {total}",
                           ", ".join(x["missing"]), share)
             c.print(t)
         for u in (r.get("upstream") or [])[:10]:
