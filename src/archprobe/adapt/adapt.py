@@ -51,7 +51,9 @@ def adapt_checkpoint(raw: RawCheckpoint, doc: dict, only: list[str] | None = Non
     if ecosystem is not None:
         from archprobe.adapt.ecosystem import add_ecosystem
 
-        eco = add_ecosystem({"frameworks": results}, config, features, moe, ecosystem, source, only,
+        named = {**config, "model_type": config.get("model_type") or doc["model_type"],   # a GGUF file's names
+                 "architectures": config.get("architectures") or doc["architectures"] or []}
+        eco = add_ecosystem({"frameworks": results}, named, features, moe, ecosystem, source, only,
                             release_progress)["ecosystem"]
     matrix = {f["id"]: {r["framework"]: _status_of(r, f["id"]) for r in results} for f in features}
     return {"schema": SCHEMA, "source": doc["source"], "model_type": doc["model_type"],
