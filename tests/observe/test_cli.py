@@ -26,7 +26,8 @@ P = "language_model.model.layers."
 @pytest.fixture(scope="module")
 def twins(tmp_path_factory):
     """The K3-shaped demo checkpoint twice: clean, and with layer 1's router forced to expert 3 by its
-    selection bias and one NaN planted in layer 2's q_proj."""
+    selection bias, layer 4's expert 6 made unreachable by its bias, and one NaN planted in the last layer's
+    shared expert."""
     root = tmp_path_factory.mktemp("observe")
     clean, forced = root / "clean", root / "forced"
     write_k3_checkpoint(clean, tiny_k3_dims(), shards=1, sparse=False, seed=0)
@@ -36,7 +37,8 @@ def twins(tmp_path_factory):
     bias = state[P + "1.block_sparse_moe.gate.e_score_correction_bias"]
     bias.zero_()
     bias[3] = 100.0
-    state[P + "2.self_attn.q_proj.weight"][0, 0] = float("nan")
+    state[P + "5.block_sparse_moe.shared_experts.gate_proj.weight"][0, 0] = float("nan")
+    state[P + "4.block_sparse_moe.gate.e_score_correction_bias"][6] = -100.0   # expert 6 can never be chosen
     save_file(state, str(forced / shard))
     return str(clean), str(forced)
 
@@ -59,9 +61,13 @@ def test_planted_answers_and_clean_twin(twins):
     assert c["warnings"] == [] and c["weights"]["nonfinite"] == []
     assert all(r["dead"] == [] for r in c["routing"])
     f = observe(forced)
-    assert f["weights"]["nonfinite"] == [{"tensor": P + "2.self_attn.q_proj.weight", "count": 1}]
-    assert any(P + "2.self_attn.q_proj.weight" in w for w in f["warnings"])
-    # the NaN reaches the stream at layer 2; layer 1's router, fed clean input, is forced to expert 3
+    nan = P + "5.block_sparse_moe.shared_experts.gate_proj.weight"
+    assert f["weights"]["nonfinite"] == [{"tensor": nan, "count": 1}]
+    assert any(nan in w for w in f["warnings"])
+    # layer 1's router is forced to expert 3
+    r4 = next(r for r in f["routing"] if r["layer"] == 4)
+    assert r4["dead"] == [6] and r4["load"][6] == 0
+    assert any("layer 4: experts never selected" in w for w in f["warnings"])
     r0 = next(r for r in f["routing"] if r["layer"] == 1)
     assert r0["load"][3] == f["tokens"] and r0["imbalance"] == pytest.approx(r0["experts"] / r0["top_k"])
 

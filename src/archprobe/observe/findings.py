@@ -4,7 +4,7 @@ property worth knowing: massive activations, a layer that adds nothing)."""
 
 from __future__ import annotations
 
-COLLAPSED_SHARE = 0.9     # one expert chosen by this share of the tokens (with E > k): routing collapsed
+COLLAPSED_SHARE = 0.99    # one expert chosen by this share of the tokens (with E > k): routing collapsed
 IMBALANCED = 4.0          # max load / mean load above this
 
 

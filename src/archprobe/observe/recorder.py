@@ -161,7 +161,7 @@ class Recorder:
 
         def expert_input_wrapped(xf):
             z, r_in = expert_input(xf)
-            seen["z"], seen["x"] = z, xf
+            seen["z"], seen["x"], seen["r_in"] = z, xf, r_in
             return z, r_in
 
         def combine_wrapped(y, xf):
@@ -181,7 +181,9 @@ class Recorder:
 
         def after(module, args, out):
             experts, _ = module.last_routing
-            stats = routing.routing_stats(experts, module.num_experts, self.starts)
+            reach = routing.reachable(self._selection_scores(module, seen["r_in"]), module.top_k) \
+                if "r_in" in seen else None
+            stats = routing.routing_stats(experts, module.num_experts, self.starts, reach=reach)
             stats = {"layer": i, **stats, "routing_space": module.routing_space if module.latent_size else "hidden"}
             for key in ("routed_norm", "shared_norm"):
                 if key in seen:
@@ -192,6 +194,16 @@ class Recorder:
 
         moe.expert_input, moe.combine_output = expert_input_wrapped, combine_wrapped
         moe.register_forward_hook(after)
+
+    @staticmethod
+    def _selection_scores(moe, r_in: torch.Tensor) -> torch.Tensor:
+        """What the router ranks experts by: the score function of its logits plus the selection bias."""
+        logits = moe.gate(r_in).float()
+        bias = getattr(moe.gate, "e_score_correction_bias", None)
+        if bias is not None and getattr(moe, "bias_on_logits", False):
+            return logits + bias.float()
+        s = torch.sigmoid(logits) if moe.score == "sigmoid" else logits   # softmax keeps the order of logits
+        return s + bias.float() if bias is not None else s
 
     def _other_space(self, moe, seen: dict) -> dict:
         """LatentMoE: the same statistics with the router applied in the other space (hidden <-> latent),

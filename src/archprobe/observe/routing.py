@@ -5,8 +5,10 @@ of one text, the top-1 repeat rate (both tokens' first choice is the same expert
 rate (the two tokens' top-k sets share at least one expert), each beside what a uniform random router
 gives: 1/E and 1 - C(E-k, k) / C(E, k). `switch_rate` is the share of pairs whose whole set changes.
 Distinct experts per block of tokens is what an engine must read for that block. An expert with no
-selection is only called dead when a uniform router would have selected every expert on this many
-tokens with near certainty; otherwise the sample is too short to tell, and it is listed as unselected.
+selection is called dead when the router never even ranked it among the 2k best on any token (its
+selection scores, bias included, are known: `reachable`), or, without scores, when a uniform router would
+have selected every expert on this many tokens with near certainty; otherwise it is listed as unselected
+(a random-weight router on a short sample leaves some experts out without any being dead).
 """
 
 from __future__ import annotations
@@ -39,7 +41,17 @@ def _pairs(n: int, starts) -> torch.Tensor:
     return torch.nonzero(keep).flatten()
 
 
-def routing_stats(experts_NK: torch.Tensor, num_experts: int, starts=(0,), block: int = BLOCK) -> dict:
+def reachable(scores_NE: torch.Tensor, top_k: int) -> list[bool]:
+    """Per expert: ranked among the min(E - 1, 2k) best selection scores on at least one token."""
+    E = scores_NE.shape[-1]
+    near = scores_NE.float().topk(max(top_k, min(E - 1, 2 * top_k)), dim=-1).indices
+    hit = torch.zeros(E, dtype=torch.bool)
+    hit[near.flatten()] = True
+    return hit.tolist()
+
+
+def routing_stats(experts_NK: torch.Tensor, num_experts: int, starts=(0,), block: int = BLOCK,
+                  reach: list[bool] | None = None) -> dict:
     """Load, imbalance, entropy, switching and distinct-per-block for choices [N tokens, k]; `starts` are
     the token offsets where a new text begins (pairs across texts are not counted)."""
     experts_NK = experts_NK.reshape(-1, experts_NK.shape[-1]).long()
@@ -57,12 +69,15 @@ def routing_stats(experts_NK: torch.Tensor, num_experts: int, starts=(0,), block
     switch = float((~shared.all(-1)).double().mean()) if pairs else None
     distinct = [len(torch.unique(experts_NK[s:s + block])) for s in range(0, N - block + 1, block)]
     zero = [int(e) for e in torch.nonzero(load == 0).flatten()]
-    certain = expected_unselected(num_experts, k, N) < DEAD_CONFIDENCE
+    if reach is not None:
+        dead = [e for e in zero if not reach[e]]
+    else:
+        dead = zero if expected_unselected(num_experts, k, N) < DEAD_CONFIDENCE else []
     return {
         "experts": num_experts, "top_k": k, "tokens": N,
         "load": [int(x) for x in load],
-        "dead": zero if certain else [],
-        "unselected": [] if certain else zero,
+        "dead": dead,
+        "unselected": [e for e in zero if e not in dead],
         "imbalance": float(load.max()) / mean if mean else 0.0,
         "entropy": float(-(nz * nz.log()).sum()),
         "entropy_max": math.log(num_experts),

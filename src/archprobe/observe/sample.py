@@ -1,10 +1,14 @@
 """observe's default input: a short built-in sample of prose, code and another language, so routing and
 depth statistics see more than one kind of text; tokenized with the checkpoint's tokenizer.json, or,
-without one, as UTF-8 bytes folded into the vocabulary (said so in the document)."""
+without one, as words and punctuation hashed into the vocabulary (said so in the document): as many
+distinct ids as the text has distinct words, where bytes would give a few dozen, and a router fed a few
+dozen distinct inputs looks skewed when it is not."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 
 from archprobe.errors import ArchprobeError
 
@@ -59,9 +63,13 @@ def encode_texts(folder: str, texts, vocab_size: int) -> tuple[list[int], list[i
 
             piece = encode(folder, text)
         else:
-            piece = [b % vocab_size for b in text.encode("utf-8")]
+            piece = [_hashed(w, vocab_size) for w in re.findall(r"\w+|[^\w\s]", text)]
         starts.append(len(ids))
         ids += piece
     if len(ids) > MAX_TOKENS:
         raise ArchprobeError(f"the texts make {len(ids)} tokens; observe runs at most {MAX_TOKENS}")
-    return ids, starts, "tokenizer.json" if has_tokenizer else "utf-8 bytes modulo the vocabulary"
+    return ids, starts, "tokenizer.json" if has_tokenizer else "words hashed into the vocabulary"
+
+
+def _hashed(word: str, vocab_size: int) -> int:
+    return int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "little") % vocab_size
