@@ -21,6 +21,7 @@ def report(source: SourceArg = None,
                                                                           "folders; streams the weights).")] = False,
            validate_json: Annotated[str | None, typer.Option(help="Include an existing `validate --json` "
                                                                   "result instead.")] = None,
+           observe_json: Annotated[str | None, typer.Option(help="Include an `observe --json` result.")] = None,
            json_out: JsonOpt = False, no_progress: NoProgressOpt = False, card: CardOpt = None) -> None:
     """Structure, layer plan, parameters, memory curve, adaptation and validation in one page.
 
@@ -40,7 +41,8 @@ def report(source: SourceArg = None,
     out = options.writable_file(out or f"report.{fmt}", "--out")
     with shard_progress(not no_progress and not json_out) as progress:
         data = collect(source, context=context, batch=batch, budget=budget, run_validate=run_validate,
-                       validate_json=validate_json, progress=progress, card=load_card_opt(card))
+                       validate_json=validate_json, progress=progress, card=load_card_opt(card),
+                       observe_json=observe_json)
     if fmt == "html":
         from archprobe.report.html import render
     else:

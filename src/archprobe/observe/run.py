@@ -86,6 +86,10 @@ def _forward(doc: dict, folder: str, texts, prompt_ids, card, dtype: str, progre
         ids, starts, how = encode_texts(folder, texts or list(SAMPLE), vocab)
     if not ids or max(ids) >= vocab:
         raise ArchprobeError(f"token ids must lie in [0, {vocab})")
+    limit = bp.config.learned_positions and bp.config.learned_positions - (bp.config.position_offset or 0)
+    if limit and len(ids) > limit:     # learned positions end there: the rest of the texts is left out
+        doc["truncated_to"] = limit
+        ids, starts = ids[:limit], [s for s in starts if s < limit]
     rec = Recorder(starts)
     result = stream_forward(bp, loaded.reader, torch.tensor([ids]), DTYPES[dtype], n, progress=progress,
                             observer=rec)
