@@ -16,11 +16,15 @@ def _record(model, T=64, seed=0):
     """The recorder on an in-memory model, attached exactly as the stream attaches it."""
     rec = Recorder([0])
     rec.model(model)
-    for i, layer in enumerate(model.layers):
-        rec.layer(i, layer)
+
+    def layers():      # attached as each layer comes, as validate's stream does
+        for i, layer in enumerate(model.layers):
+            rec.layer(i, layer)
+            yield layer
+
     ids = torch.randint(0, model.config.vocab_size, (1, T), generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        model.hidden_states(model.embed(ids), layer_hook=rec.output)
+        model.hidden_states(model.embed(ids), layer_hook=rec.output, layers=layers())
     rec.finish()
     return rec
 

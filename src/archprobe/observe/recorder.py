@@ -4,7 +4,9 @@ It attaches to each layer as the stream loads it (validate/stream.py's `observer
 modules' own seams: MoE's `last_routing` and `expert_input` / `combine_output`, the layer's
 `mixer_out` / `ffn_out`, the AttnRes pseudo-queries' `observer`, the linear-attention gates'
 projections. Nothing is kept per layer but small statistics, so the stream's one-layer-resident memory
-holds; only the stream entering the current layer is held (one [T, H] tensor).
+holds; only the stream entering the current layer is held (one [T, H] tensor). A wrapper refers to the
+module it wraps (a reference cycle the garbage collector would free only later), so every wrapper is
+taken off again when the next layer arrives: the stream's dropped layer is freed at once.
 """
 
 from __future__ import annotations
@@ -30,6 +32,19 @@ class Recorder:
         self._before: torch.Tensor | None = None
         self._pending: dict | None = None    # AttnRes: a layer waits for what the next one reads
         self._sub: dict = {}
+        self._patched: list[tuple[object, str]] = []
+
+    def _patch(self, obj, attr: str, value) -> None:
+        setattr(obj, attr, value)
+        self._patched.append((obj, attr))
+
+    def _unpatch(self) -> None:
+        for obj, attr in self._patched:
+            if attr == "observer":
+                obj.observer = None
+            else:
+                obj.__dict__.pop(attr, None)
+        self._patched.clear()
 
     # ---- the stream's observer protocol -------------------------------------------------------------
     def model(self, model) -> None:
@@ -39,6 +54,7 @@ class Recorder:
                                                                            sources)
 
     def layer(self, i: int, layer) -> None:
+        self._unpatch()
         self._sub = {}
         self._wrap_sublayers(i, layer)
         for mixer in (layer.self_attn, layer.parallel_mixer):
@@ -49,7 +65,8 @@ class Recorder:
             self._watch_moe(i, moe)
         if self.attnres_model:
             for site, point in (("attention", layer.self_attention_res), ("ffn", layer.mlp_res)):
-                point.observer = (lambda sources, site=site, point=point: self._attnres(i, site, point, sources))
+                self._patch(point, "observer",
+                            lambda sources, site=site, point=point: self._attnres(i, site, point, sources))
         self._residual_weights(i, layer)
 
     def output(self, i: int, h: torch.Tensor) -> None:
@@ -64,6 +81,7 @@ class Recorder:
         self._before = None
 
     def finish(self) -> None:
+        self._unpatch()
         if self._pending is not None:
             self._pending.pop("_before", None)
             self.depth.append(self._pending)
@@ -90,7 +108,8 @@ class Recorder:
                 self._sub["ffn_ratio"] = depth.ratio(m, x)
             return m
 
-        layer.mixer_out, layer.ffn_out = mixer_wrapped, ffn_wrapped
+        self._patch(layer, "mixer_out", mixer_wrapped)
+        self._patch(layer, "ffn_out", ffn_wrapped)
 
     def _close_pending(self, after: torch.Tensor | None) -> None:
         """AttnRes: the previous layer's 'after' is the mixture the next reader sees."""
@@ -192,7 +211,8 @@ class Recorder:
             self.routing.append(stats)
             seen.clear()
 
-        moe.expert_input, moe.combine_output = expert_input_wrapped, combine_wrapped
+        self._patch(moe, "expert_input", expert_input_wrapped)
+        self._patch(moe, "combine_output", combine_wrapped)
         moe.register_forward_hook(after)
 
     @staticmethod
