@@ -166,27 +166,44 @@ def outlier_share(t: torch.Tensor, threshold: float) -> float:
     return n / max(1, flat.numel())
 
 
+SESSION_BYTES = 256 << 20   # shards are reopened after this much data: mapped pages read so far are let go
+
+
+def _sessions(reader, names):
+    """(get, name) for each name, in reader sessions of at most SESSION_BYTES of tensor data each, so the
+    memory-mapped pages a full scan touches never all count as resident at once."""
+    names = iter(names)
+    pending = next(names, None)
+    while pending is not None:
+        read = 0
+        with reader.session() as get:
+            while pending is not None and read < SESSION_BYTES:
+                shape = reader.shape(pending) or ()
+                read += math.prod(shape) * 4
+                yield get, pending
+                pending = next(names, None)
+
+
 def scan(reader, config: dict | None = None, progress=None) -> dict:
     """The `weights` section of archprobe.observe/1 for a TensorReader (validate/load.py)."""
     names = expand_names(reader)
     stats: list[TensorStats] = []
     scales: dict[str, dict] = {}
-    with reader.session() as get:
-        for name in (progress(names) if progress else names):
-            t = get(name)
-            stats.append(tensor_stats(name, t, _is_fused_experts(name)))
-            kind = _scale_kind(name, t)
-            if kind:
-                entry = scales.setdefault(kind, {"kind": kind, "tensors": 0, "histogram": {}})
-                entry["tensors"] += 1
-                for k, v in _histogram(kind, t).items():
-                    entry["histogram"][k] = entry["histogram"].get(k, 0) + v
-            del t
-        outliers = find_outliers(stats)
-        shares = {}
-        for name, o in outliers.items():
-            shares[name] = outlier_share(get(name), OUTLIER_FACTOR * o["sibling_max_abs"])
-            o["share"] = shares[name]
+    for get, name in _sessions(reader, progress(names) if progress else names):
+        t = get(name)
+        stats.append(tensor_stats(name, t, _is_fused_experts(name)))
+        kind = _scale_kind(name, t)
+        if kind:
+            entry = scales.setdefault(kind, {"kind": kind, "tensors": 0, "histogram": {}})
+            entry["tensors"] += 1
+            for k, v in _histogram(kind, t).items():
+                entry["histogram"][k] = entry["histogram"].get(k, 0) + v
+        del t
+    outliers = find_outliers(stats)
+    shares = {}
+    for get, name in _sessions(reader, list(outliers)):
+        shares[name] = outlier_share(get(name), OUTLIER_FACTOR * outliers[name]["sibling_max_abs"])
+        outliers[name]["share"] = shares[name]
     cfg = config or {}
     tied = bool(cfg.get("tie_word_embeddings", (cfg.get("text_config") or {}).get("tie_word_embeddings", False)))
     return {
