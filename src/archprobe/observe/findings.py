@@ -22,8 +22,8 @@ def findings(doc: dict) -> list[dict]:
     w = doc.get("weights") or {}
     if w.get("nonfinite"):
         add("warning", "NaN/Inf in " + _names([f"{x['tensor']} ({x['count']})" for x in w["nonfinite"]]))
-    zero = [n for n in w.get("all_zero", []) if len(next((s["shape"] for s in w.get("stats", [])
-                                                           if s["tensor"] == n), [])) >= 2]
+    shapes = {s["tensor"]: s.get("shape", []) for s in w.get("stats", [])}
+    zero = [n for n in w.get("all_zero", []) if len(shapes.get(n, [])) >= 2]   # zero biases are an initialisation
     if zero:
         add("warning", "all-zero matrices: " + _names(zero))
     for group in w.get("duplicates", []):

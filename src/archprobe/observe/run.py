@@ -17,6 +17,11 @@ def _local(source: str | None) -> tuple[str, dict | None]:
         return str(demo_checkpoint()), None
     if os.path.isdir(source):
         return source, None
+    if os.path.exists(source):
+        from archprobe.errors import SourceError
+
+        raise SourceError(f"{source}: observe reads a safetensors checkpoint folder (config.json + shards) "
+                          "or a hub repo id")
     from archprobe.validate.pipeline import _fetch
 
     return _fetch(source, None, None)
