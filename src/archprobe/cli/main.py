@@ -12,7 +12,17 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from archprobe.cli import adapt_cmd, card_cmd, eval_cmd, inspect_cmd, memory_cmd, report_cmd, track_cmd, validate_cmd
+from archprobe.cli import (
+    adapt_cmd,
+    card_cmd,
+    eval_cmd,
+    inspect_cmd,
+    memory_cmd,
+    observe_cmd,
+    report_cmd,
+    track_cmd,
+    validate_cmd,
+)
 from archprobe.cli.errors import debug, describe, one_line
 
 
@@ -76,6 +86,7 @@ app.command("memory")(memory_cmd.memory)
 app.command("validate")(validate_cmd.validate)
 app.command("adapt")(adapt_cmd.adapt)
 app.command("report")(report_cmd.report)
+app.command("observe")(observe_cmd.observe)
 app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(track_cmd.app, name="track")
 

@@ -25,6 +25,7 @@ def report(source: SourceArg = None,
                                                                       "from the package index (see adapt).")] = False,
            index_url: Annotated[str | None, typer.Option("--index-url", help="Package index for --releases.",
                                                          show_default=False)] = None,
+           observe_json: Annotated[str | None, typer.Option(help="Include an `observe --json` result.")] = None,
            json_out: JsonOpt = False, no_progress: NoProgressOpt = False, card: CardOpt = None) -> None:
     """Structure, layer plan, parameters, memory curve, adaptation and validation in one page.
 
@@ -45,7 +46,8 @@ def report(source: SourceArg = None,
     with shard_progress(not no_progress and not json_out) as progress:
         data = collect(source, context=context, batch=batch, budget=budget, run_validate=run_validate,
                        validate_json=validate_json, progress=progress, card=load_card_opt(card),
-                       ecosystem=_ecosystem(releases or index_url is not None, index_url))
+                       ecosystem=_ecosystem(releases or index_url is not None, index_url),
+                       observe_json=observe_json)
     if fmt == "html":
         from archprobe.report.html import render
     else:

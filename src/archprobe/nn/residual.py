@@ -32,12 +32,15 @@ class PseudoQuery(nn.Module):
         self.proj = nn.Linear(hidden, 1, bias=False)
         nn.init.zeros_(self.proj.weight)   # zero query: a uniform mixture at initialisation
         self.norm = RMSNorm(hidden)
+        self.observer = None   # archprobe observe: called with the depth sources at each mix
 
     def query(self) -> torch.Tensor:
         return self.norm.weight.float() * self.proj.weight[0].float()
 
 
 def mix(point: PseudoQuery, sources: list[torch.Tensor]) -> torch.Tensor:
+    if point.observer is not None:
+        point.observer(sources)
     if len(sources) == 1:
         return sources[0]
     return attn_res_mix(torch.stack(sources), point.query())

@@ -15,11 +15,15 @@ from __future__ import annotations
 import torch
 
 
-def attn_res_mix(sources_NBTD: torch.Tensor, query_D: torch.Tensor, *, eps: float = 1e-5) -> torch.Tensor:
-    """Mix N depth sources [N, B, T, D] with one pseudo-query [D]; returns [B, T, D]."""
-    dtype = sources_NBTD.dtype
+def attn_res_weights(sources_NBTD: torch.Tensor, query_D: torch.Tensor, *, eps: float = 1e-5) -> torch.Tensor:
+    """The softmax over depth [N, B, T] (float32) that `attn_res_mix` applies to the sources."""
     v = sources_NBTD.float()
     rms = torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps)
     scores = torch.einsum("nbtd,d->nbt", v, query_D.float()) * rms.squeeze(-1)
-    weights = torch.softmax(scores, dim=0)
-    return torch.einsum("nbt,nbtd->btd", weights, v).to(dtype)
+    return torch.softmax(scores, dim=0)
+
+
+def attn_res_mix(sources_NBTD: torch.Tensor, query_D: torch.Tensor, *, eps: float = 1e-5) -> torch.Tensor:
+    """Mix N depth sources [N, B, T, D] with one pseudo-query [D]; returns [B, T, D]."""
+    weights = attn_res_weights(sources_NBTD, query_D, eps=eps)
+    return torch.einsum("nbt,nbtd->btd", weights, sources_NBTD.float()).to(sources_NBTD.dtype)

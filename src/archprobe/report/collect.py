@@ -18,13 +18,14 @@ def sweep_contexts(max_context: int | None, target: int) -> list[int]:
 
 def collect(source: str | None, context: str = "32k", batch: int = 1, budget: str | None = None,
             run_validate: bool = False, validate_json: str | None = None, progress=None, card=None,
-            ecosystem=None) -> dict:
+            ecosystem=None, observe_json: str | None = None) -> dict:
     from archprobe.formats.sources import open_source
     from archprobe.memory.plan import largest_fitting_context, parse_bytes, parse_tokens, plan_memory
     from archprobe.structure.inspect import analyse
 
     # read before the long work: a bad document fails in a second, not after the whole report
     validation = _read_validate_json(validate_json) if validate_json else None
+    observation = _read_json(observe_json, "archprobe.observe/1", "the observe document") if observe_json else None
     if source is None:
         from archprobe.demo import demo_checkpoint
 
@@ -48,19 +49,26 @@ def collect(source: str | None, context: str = "32k", batch: int = 1, budget: st
 
         validation = validate(source)
     return {"schema": SCHEMA, "source": source, "inspect": doc, "memory": plan, "sweep": sweep,
-            "budget_bytes": limit, "largest_fitting_context": fits, "adapt": adaptation, "validate": validation}
+            "budget_bytes": limit, "largest_fitting_context": fits, "adapt": adaptation, "validate": validation,
+            "observe": observation}
 
 
 def _read_validate_json(validate_json: str) -> dict:
     """A validate document someone else may have written: a regular file (no FIFO), capped, strict JSON."""
+    return _read_json(validate_json, "archprobe.validate/1", "the validate document")
+
+
+def _read_json(path: str, schema: str, what: str) -> dict:
+    """A command's --json document from a file: a regular file (no FIFO), capped, strict JSON, its schema."""
     import os
 
     from archprobe.formats.jsontext import load_strict
     from archprobe.formats.localfiles import read_capped
 
-    folder = os.path.dirname(os.path.abspath(validate_json))
-    raw = read_capped(folder, validate_json, 64 * 1024 * 1024, "the validate document")
-    validation = load_strict(raw, validate_json, "the validate document", 64 * 1024 * 1024)
-    if validation.get("schema") != "archprobe.validate/1":
-        raise ArchprobeError(f"{validate_json}: schema {validation.get('schema')!r}, expected archprobe.validate/1")
-    return validation
+    folder = os.path.dirname(os.path.abspath(path))
+    raw = read_capped(folder, path, 64 * 1024 * 1024, what)
+    doc = load_strict(raw, path, what, 64 * 1024 * 1024)
+    if not isinstance(doc, dict) or doc.get("schema") != schema:
+        found = doc.get("schema") if isinstance(doc, dict) else None
+        raise ArchprobeError(f"{path}: schema {found!r}, expected {schema}")
+    return doc

@@ -51,7 +51,8 @@ def render(data: dict) -> str:
             "<a href='#params'>parameters</a><a href='#memory'>memory</a><a href='#adapt'>adaptation</a>"
             "<a href='#validate'>validation</a></nav>",
             _structure(doc, arch), _features(doc), _layers(doc), _params(doc), _memory(data, mem),
-            _adapt(data.get("adapt") or {}), _releases(data.get("adapt") or {}), _validate(data.get("validate"))]
+            _adapt(data.get("adapt") or {}), _releases(data.get("adapt") or {}), _validate(data.get("validate")),
+            _observe(data.get("observe"))]
     return ("<!doctype html><html lang=en><head><meta charset=utf-8><link rel=icon href='data:,'>"
             f"<title>archprobe report: {e(name)}</title><style>{CSS}</style></head><body>"
             + "".join(body) + "<p class=muted>archprobe: read the weights, not the rumors.</p></body></html>")
@@ -172,3 +173,20 @@ def _validate(v) -> str:
             f"{fmt(v.get('mapped_tensors', 0), ',')} tensors mapped, {fmt(n_unmapped, ',')} not mapped.</p>"
             f"{ref_line}<table><tr><th>layer</th><th>kind</th><th>rms</th><th>max |h|</th><th>finite</th></tr>{rows}"
             "</table></section>")
+
+
+def _observe(o) -> str:
+    """An `observe --json` document (maybe from someone else's file): findings escaped, plots drawn only
+    from a well-formed document."""
+    if not o:
+        return ""
+    from archprobe.observe.svg import sections
+
+    found = o.get("findings") if isinstance(o.get("findings"), list) else []
+    items = "".join(f"<li>{e(f.get('severity'))}: {e(f.get('message'))}</li>" for f in found if isinstance(f, dict))
+    try:
+        plots = "".join(f"<h3>{e(t)}</h3>{svg}" for t, svg in sections(o))
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError):
+        plots = "<p class=muted>plots left out: the document is not well formed</p>"
+    return (f"<section id=observe><h2>Observation</h2><p>{fmt(o.get('tokens', 0), ',')} tokens observed.</p>"
+            f"<ul>{items or '<li>nothing unusual found</li>'}</ul>{plots}</section>")

@@ -65,8 +65,12 @@ def part_state(part: Part, get, dtype: torch.dtype, keep_packed: bool, tie_from:
 
 
 def stream_forward(bp: Blueprint, reader, ids: torch.Tensor, dtype: torch.dtype, n_run: int, *,
-                   routing_pins: dict | None = None, progress=None, offload_dir: str | None = None) -> StreamResult:
-    """Run the first `n_run` layers of the blueprint's model on `ids`; logits when every layer ran."""
+                   routing_pins: dict | None = None, progress=None, offload_dir: str | None = None,
+                   observer=None) -> StreamResult:
+    """Run the first `n_run` layers of the blueprint's model on `ids`; logits when every layer ran.
+
+    `observer` (archprobe observe) sees the model once its resident tensors loaded (`model(m)`), each
+    layer once loaded and before it runs (`layer(i, layer)`), and each layer's output (`output(i, h)`)."""
     from archprobe.nn.decoder import DecoderLayer, HybridDecoder
     from archprobe.nn.loading import LoadError, load_strict
     from archprobe.nn.moe import MoE
@@ -93,6 +97,8 @@ def stream_forward(bp: Blueprint, reader, ids: torch.Tensor, dtype: torch.dtype,
     load_into(model, bp.parts.get(None), "model-level tensors", tie=cfg.tie_word_embeddings)
     if cfg.tie_word_embeddings:
         model.lm_head.weight = model.embed_tokens.weight
+    if observer is not None:
+        observer.model(model)
     timings: list[float] = []
     current: dict[int, DecoderLayer] = {}
 
@@ -105,6 +111,8 @@ def stream_forward(bp: Blueprint, reader, ids: torch.Tensor, dtype: torch.dtype,
                 raise _Stop()
             current.clear()
             current[i] = layer
+            if observer is not None:
+                observer.layer(i, layer)
             timings.append(time.perf_counter() - start)
             yield layer
 
@@ -114,6 +122,8 @@ def stream_forward(bp: Blueprint, reader, ids: torch.Tensor, dtype: torch.dtype,
 
     def hook(i, h):
         hidden.add(i, h.detach())
+        if observer is not None:
+            observer.output(i, h.detach())
         if routing_pins and i in routing_pins:
             moe = next((m for m in current[i].modules() if isinstance(m, MoE)), None)
             if moe is not None:

@@ -1,0 +1,240 @@
+"""The streamed forward's recorder: what observe measures while validate's stream runs the model.
+
+It attaches to each layer as the stream loads it (validate/stream.py's `observer`), through the
+modules' own seams: MoE's `last_routing` and `expert_input` / `combine_output`, the layer's
+`mixer_out` / `ffn_out`, the AttnRes pseudo-queries' `observer`, the linear-attention gates'
+projections. Nothing is kept per layer but small statistics, so the stream's one-layer-resident memory
+holds; only the stream entering the current layer is held (one [T, H] tensor). A wrapper refers to the
+module it wraps (a reference cycle the garbage collector would free only later), so every wrapper is
+taken off again when the next layer arrives: the stream's dropped layer is freed at once.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from archprobe.observe import depth, horizons, routing
+
+PER_TOKEN_CAP = 128   # AttnRes weights kept per token for at most this many tokens
+
+
+class Recorder:
+    def __init__(self, starts: list[int]):
+        self.starts = starts
+        self.routing: list[dict] = []
+        self.depth: list[dict] = []
+        self.attnres: list[dict] = []
+        self.horizons: list[dict] = []
+        self.mla: list[dict] = []
+        self.residual_weights: list[dict] = []
+        self.embedding: torch.Tensor | None = None
+        self.attnres_model = False
+        self._before: torch.Tensor | None = None
+        self._pending: dict | None = None    # AttnRes: a layer waits for what the next one reads
+        self._sub: dict = {}
+        self._patched: list[tuple[object, str]] = []
+
+    def _patch(self, obj, attr: str, value) -> None:
+        setattr(obj, attr, value)
+        self._patched.append((obj, attr))
+
+    def _unpatch(self) -> None:
+        for obj, attr in self._patched:
+            if attr == "observer":
+                obj.observer = None
+            else:
+                obj.__dict__.pop(attr, None)
+        self._patched.clear()
+
+    # ---- the stream's observer protocol -------------------------------------------------------------
+    def model(self, model) -> None:
+        self.attnres_model = model.config.residual.startswith("attnres")
+        if self.attnres_model:
+            model.output_attn_res.observer = lambda sources: self._attnres(None, "output", model.output_attn_res,
+                                                                           sources)
+
+    def layer(self, i: int, layer) -> None:
+        self._unpatch()
+        self._sub = {}
+        self._wrap_sublayers(i, layer)
+        for mixer in (layer.self_attn, layer.parallel_mixer):
+            if mixer is not None:
+                self._watch_mixer(i, mixer)
+        moe = getattr(layer, "block_sparse_moe", None)
+        if moe is not None and hasattr(moe, "last_routing"):
+            self._watch_moe(i, moe)
+        if self.attnres_model:
+            for site, point in (("attention", layer.self_attention_res), ("ffn", layer.mlp_res)):
+                self._patch(point, "observer",
+                            lambda sources, site=site, point=point: self._attnres(i, site, point, sources))
+        self._residual_weights(i, layer)
+
+    def output(self, i: int, h: torch.Tensor) -> None:
+        out = {"layer": i, **self._sub, **{"massive": depth.massive(h)}}
+        if self.attnres_model:       # closed when the next layer (or the output mix) reads the stream
+            out["_before"] = self._before
+            self._pending = out
+            return
+        if self._before is not None:
+            out.update(depth.layer_depth(self._before, h))
+        self.depth.append(out)
+        self._before = None
+
+    def finish(self) -> None:
+        self._unpatch()
+        if self._pending is not None:
+            self._pending.pop("_before", None)
+            self.depth.append(self._pending)
+            self._pending = None
+
+    # ---- depth -------------------------------------------------------------------------------------
+    def _wrap_sublayers(self, i: int, layer) -> None:
+        mixer_out, ffn_out = layer.mixer_out, layer.ffn_out
+
+        def mixer_wrapped(x, cache, use_cache):
+            a, c = mixer_out(x, cache, use_cache)
+            if self.embedding is None and i == 0:
+                self.embedding = x.detach()
+            if self.attnres_model:
+                self._close_pending(x)
+            self._before = x.detach()
+            if layer.self_attn is not None:
+                self._sub["mixer_ratio"] = depth.ratio(a, x)
+            return a, c
+
+        def ffn_wrapped(x, pin_input=None):
+            m = ffn_out(x, pin_input)
+            if layer.ffn is not None:
+                self._sub["ffn_ratio"] = depth.ratio(m, x)
+            return m
+
+        self._patch(layer, "mixer_out", mixer_wrapped)
+        self._patch(layer, "ffn_out", ffn_wrapped)
+
+    def _close_pending(self, after: torch.Tensor | None) -> None:
+        """AttnRes: the previous layer's 'after' is the mixture the next reader sees."""
+        if self._pending is None or after is None:
+            return
+        before = self._pending.pop("_before", None)
+        if before is not None:
+            self._pending.update(depth.layer_depth(before, after))
+        self.depth.append(self._pending)
+        self._pending = None
+
+    def _residual_weights(self, i: int, layer) -> None:
+        with torch.no_grad():
+            if hasattr(layer, "attn_res_gate"):
+                for site, w in (("attention", layer.attn_res_gate), ("ffn", layer.mlp_res_gate)):
+                    f = w.float()
+                    self.residual_weights.append({"layer": i, "site": site, "kind": "gated", "mean": float(f.mean()),
+                                                  "min": float(f.min()), "max": float(f.max())})
+            if hasattr(layer, "dwa_weights"):
+                self.residual_weights.append({"layer": i, "site": "block", "kind": "depth_weights",
+                                              "weights": [float(x) for x in layer.dwa_weights.float()]})
+
+    # ---- AttnRes -----------------------------------------------------------------------------------
+    def _attnres(self, i, site: str, point, sources: list[torch.Tensor]) -> None:
+        from archprobe.ops.attnres import attn_res_weights
+
+        with torch.no_grad():
+            w = attn_res_weights(torch.stack(sources), point.query())       # [N, B, T]
+            per_token = w.reshape(w.shape[0], -1)
+            entry = {"layer": i, "site": site, "weights": per_token.mean(-1).tolist(),
+                     "per_token": per_token[:, :PER_TOKEN_CAP].T.tolist()}
+            self.attnres.append(entry)
+            if site == "output" and self._pending is not None:
+                mixed = torch.einsum("nt,ntd->td", per_token, torch.stack(sources).reshape(len(sources), -1,
+                                                                                         sources[0].shape[-1]).float())
+                self._close_pending(mixed)
+
+    # ---- mixers ------------------------------------------------------------------------------------
+    def _watch_mixer(self, i: int, mixer) -> None:
+        kind = type(mixer).__name__
+        rest = horizons.at_rest(mixer)
+        if kind == "MultiHeadLatentAttention":
+            self.mla.append({"layer": i, **horizons.spectrum(mixer.kv_b_proj.weight.detach())})
+        if rest is None and kind not in ("KimiDeltaAttention", "GatedDeltaNet", "Mamba2Mixer"):
+            return
+
+        def pre(module, args):
+            g = horizons.log_decay(module, args[0])
+            if g is None:
+                return
+            for h, mean in enumerate(horizons.heads_from_log_decay(g)):
+                entry = {"layer": i, "head": h, "mixer": kind, "tokens": horizons.half_life(mean),
+                         "log_decay": mean, "source": "activations"}
+                if rest is not None and h < len(rest):
+                    entry["tokens_at_rest"] = horizons.half_life(rest[h])
+                if g.dim() == 4:
+                    ch = g[..., h, :].float().mean(dim=(0, 1))
+                    entry["channels_longest"] = horizons.half_life(float(ch.max()))
+                    entry["channels_shortest"] = horizons.half_life(float(ch.min()))
+                self.horizons.append(entry)
+
+        mixer.register_forward_pre_hook(pre)
+
+    # ---- MoE ---------------------------------------------------------------------------------------
+    def _watch_moe(self, i: int, moe) -> None:
+        seen: dict = {}
+        expert_input, combine_output = moe.expert_input, moe.combine_output
+
+        def expert_input_wrapped(xf):
+            z, r_in = expert_input(xf)
+            seen["z"], seen["x"], seen["r_in"] = z, xf, r_in
+            return z, r_in
+
+        def combine_wrapped(y, xf):
+            total = combine_output(y, xf)
+            shared = None
+            if hasattr(moe, "shared_experts"):
+                shared = moe.shared_experts(xf)
+            elif getattr(moe, "shared_gated", False):
+                shared = torch.sigmoid(moe.shared_expert_gate(xf)) * moe.shared_expert(xf)
+            if shared is not None:
+                both = total * 2 if moe.shared_combine == "average" else total
+                seen["routed_norm"] = float((both - shared).float().norm(dim=-1).mean())
+                seen["shared_norm"] = float(shared.float().norm(dim=-1).mean())
+            else:
+                seen["routed_norm"] = float(total.float().norm(dim=-1).mean())
+            return total
+
+        def after(module, args, out):
+            experts, _ = module.last_routing
+            reach = routing.reachable(self._selection_scores(module, seen["r_in"]), module.top_k) \
+                if "r_in" in seen else None
+            stats = routing.routing_stats(experts, module.num_experts, self.starts, reach=reach)
+            stats = {"layer": i, **stats, "routing_space": module.routing_space if module.latent_size else "hidden"}
+            for key in ("routed_norm", "shared_norm"):
+                if key in seen:
+                    stats[key] = seen[key]
+            stats["other_space"] = self._other_space(module, seen)
+            self.routing.append(stats)
+            seen.clear()
+
+        self._patch(moe, "expert_input", expert_input_wrapped)
+        self._patch(moe, "combine_output", combine_wrapped)
+        moe.register_forward_hook(after)
+
+    @staticmethod
+    def _selection_scores(moe, r_in: torch.Tensor) -> torch.Tensor:
+        """What the router ranks experts by: the score function of its logits plus the selection bias."""
+        logits = moe.gate(r_in).float()
+        bias = getattr(moe.gate, "e_score_correction_bias", None)
+        if bias is not None and getattr(moe, "bias_on_logits", False):
+            return logits + bias.float()
+        s = torch.sigmoid(logits) if moe.score == "sigmoid" else logits   # softmax keeps the order of logits
+        return s + bias.float() if bias is not None else s
+
+    def _other_space(self, moe, seen: dict) -> dict:
+        """LatentMoE: the same statistics with the router applied in the other space (hidden <-> latent),
+        where the router's width fits that space; otherwise why not."""
+        if not moe.latent_size:
+            return {"available": False, "why": "not a LatentMoE"}
+        other = seen.get("x") if moe.routing_space == "latent" else seen.get("z")
+        if other is None or moe.gate.weight.shape[1] != other.shape[-1]:
+            return {"available": False, "why": f"the router reads width {moe.gate.weight.shape[1]}, the other "
+                                               f"space has width {None if other is None else other.shape[-1]}"}
+        _, experts = moe.route(other)
+        s = routing.routing_stats(experts, moe.num_experts, self.starts)
+        return {"available": True, **{k: s[k] for k in ("imbalance", "entropy", "switch_rate", "top1_repeat",
+                                                        "topk_overlap", "distinct_per_block", "load")}}

@@ -1,0 +1,108 @@
+"""observe's driver: source -> weights scan and/or recorded streamed forward -> archprobe.observe/1."""
+
+from __future__ import annotations
+
+import os
+import resource
+
+from archprobe.errors import ArchprobeError
+
+SCHEMA = "archprobe.observe/1"
+
+
+def _local(source: str | None) -> tuple[str, dict | None]:
+    if source is None:
+        from archprobe.demo import demo_checkpoint
+
+        return str(demo_checkpoint()), None
+    if os.path.isdir(source):
+        return source, None
+    if os.path.exists(source):
+        from archprobe.errors import SourceError
+
+        raise SourceError(f"{source}: observe reads a safetensors checkpoint folder (config.json + shards) "
+                          "or a hub repo id")
+    from archprobe.validate.pipeline import _fetch
+
+    return _fetch(source, None, None)
+
+
+def weights_section(folder: str, progress=None) -> dict:
+    from archprobe.errors import SourceError
+    from archprobe.formats.sources import open_source
+    from archprobe.observe.weights import scan
+    from archprobe.validate.load import TensorReader
+
+    raw = open_source(folder)
+    if raw.kind != "local" or raw.gguf_metadata is not None:
+        raise SourceError(f"{folder}: observe reads safetensors checkpoints (this is {raw.kind})")
+    base = raw.location if os.path.isdir(raw.location) else os.path.dirname(raw.location)
+    return scan(TensorReader(base, raw.headers), raw.config, progress)
+
+
+def observe(source: str | None = None, texts: list[str] | None = None, prompt_ids: list[int] | None = None, *,
+            weights_only: bool = False, weights: bool = True, card: str | None = None, dtype: str = "float32",
+            progress=None) -> dict:
+    """The archprobe.observe/1 document. `source` None: the embedded demo. `texts` default to the built-in
+    sample; `prompt_ids` replace them. `weights=False` skips the weights scan (forward only)."""
+    from archprobe.observe.findings import findings
+
+    folder, fetched = _local(source)
+    doc: dict = {"schema": SCHEMA, "source": folder, "tokens": 0, "weights": None, "routing": [], "depth": [],
+                 "attnres": [], "horizons": [], "mla": [], "residual_weights": [], "warnings": []}
+    if fetched:
+        doc["fetched"] = fetched
+    if weights or weights_only:
+        doc["weights"] = weights_section(folder, progress)
+    if not weights_only:
+        _forward(doc, folder, texts, prompt_ids, card, dtype, progress)
+    doc["findings"] = findings(doc)
+    doc["warnings"] = [f["message"] for f in doc["findings"] if f["severity"] == "warning"]
+    doc["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return doc
+
+
+def _forward(doc: dict, folder: str, texts, prompt_ids, card, dtype: str, progress) -> None:
+    import torch
+
+    from archprobe.observe.recorder import Recorder
+    from archprobe.observe.sample import SAMPLE, encode_texts
+    from archprobe.validate.build import Unsupported, blueprint
+    from archprobe.validate.load import load
+    from archprobe.validate.norm_gains import check_norm_gains
+    from archprobe.validate.pipeline import DTYPES
+    from archprobe.validate.stream import stream_forward
+
+    if dtype not in DTYPES:
+        raise ArchprobeError(f"--dtype {dtype!r}: use float32 or bfloat16")
+    loaded = load(folder, card)
+    with loaded.reader.session() as get:
+        check_norm_gains(loaded.card, get)
+    n = len(loaded.card.layers)
+    try:
+        bp = blueprint(loaded.card, loaded.reader.all_shapes(loaded.card.tensors.values()), n)
+    except Unsupported as exc:
+        doc["forward"] = {"status": "unsupported", "reason": exc.message}
+        return
+    vocab = bp.config.vocab_size
+    if prompt_ids:
+        ids, starts, how = list(prompt_ids), [0], "--prompt-ids"
+    else:
+        ids, starts, how = encode_texts(folder, texts or list(SAMPLE), vocab)
+    if not ids or max(ids) >= vocab:
+        raise ArchprobeError(f"token ids must lie in [0, {vocab})")
+    limit = bp.config.learned_positions and bp.config.learned_positions - (bp.config.position_offset or 0)
+    if limit and len(ids) > limit:     # learned positions end there: the rest of the texts is left out
+        doc["truncated_to"] = limit
+        ids, starts = ids[:limit], [s for s in starts if s < limit]
+    rec = Recorder(starts)
+    result = stream_forward(bp, loaded.reader, torch.tensor([ids]), DTYPES[dtype], n, progress=progress,
+                            observer=rec)
+    result.hidden.close()
+    rec.finish()
+    doc["tokens"], doc["tokenized_with"], doc["texts"] = len(ids), how, len(starts)
+    doc["forward"] = {"status": "ran" if not result.problems else "incomplete", "problems": result.problems,
+                      "layers_run": len(result.layers)}
+    doc["layers_nonfinite"] = [{"layer": s["index"]} for s in result.layers if not s["finite"]]
+    doc["routing"], doc["depth"], doc["attnres"] = rec.routing, rec.depth, rec.attnres
+    doc["horizons"], doc["mla"], doc["residual_weights"] = rec.horizons, rec.mla, rec.residual_weights

@@ -1,0 +1,219 @@
+"""observe --weights-only: an integrity scan of every stored tensor, read one tensor at a time.
+
+Per tensor: rms and max |x| over the finite values, NaN/Inf count, all-zero, and a content hash. Then,
+across the checkpoint: groups of bit-identical tensors (and of bit-identical experts inside a fused
+[E, ...] expert tensor), and outliers against siblings. A NaN check misses a corrupt but finite value
+(OPT-175B shipped values of 4.5e3-5e4 among weights of ~0.02, metaseq#122); comparing a tensor with
+the same tensor in its sibling layers / experts catches it: siblings are the names equal up to their
+numeric indices, and a tensor is an outlier when its max |x| exceeds OUTLIER_FACTOR times the median
+max |x| of its siblings. Constant tensors (norm gains of ones, zero biases) are never duplicates: every
+freshly initialised model has them. MXFP4 (E8M0 byte) and FP8 (float) scales get exponent histograms.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import statistics
+from dataclasses import dataclass
+
+import torch
+
+OUTLIER_FACTOR = 50.0    # max |x| over the siblings' median max |x| that makes a tensor an outlier
+MIN_SIBLINGS = 2         # siblings (other than the tensor itself) needed for a median to mean something
+CHUNK = 1 << 22          # elements converted to float32 at a time: a huge embedding never doubles in RAM
+_INDEX = re.compile(r"(?<=\.)\d+(?=\.)|(?<=\.)\d+$")
+
+
+@dataclass
+class TensorStats:
+    name: str
+    shape: tuple
+    dtype: str
+    numel: int
+    rms: float | None          # None: not a float tensor (packed bytes, integer ids)
+    max_abs: float | None
+    nonfinite: int
+    all_zero: bool
+    constant: bool
+    digest: str
+    expert_digests: list[str] | None = None   # per slice of a fused [E, ...] expert tensor
+
+
+def sibling_key(name: str) -> str:
+    """The name with its numeric indices replaced: layers.3.mlp.experts.7.w1 -> layers.#.mlp.experts.#.w1."""
+    return _INDEX.sub("#", name)
+
+
+def _digest(t: torch.Tensor) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    h.update(str(t.dtype).encode() + str(tuple(t.shape)).encode())
+    flat = t.contiguous().reshape(-1)
+    if flat.numel():
+        raw = flat.view(torch.uint8) if flat.dtype != torch.bool else flat.to(torch.uint8)
+        h.update(raw.numpy().data)
+    return h.hexdigest()
+
+
+def tensor_stats(name: str, t: torch.Tensor, fused_experts: bool = False) -> TensorStats:
+    """One pass over `t` in chunks: float stats for floating dtypes, zero / constant / hash for all."""
+    flat = t.reshape(-1)
+    is_float = t.dtype.is_floating_point
+    sq, mx, bad, lo, hi = 0.0, 0.0, 0, math.inf, -math.inf
+    finite_n = 0
+    for s in range(0, flat.numel(), CHUNK):
+        c = flat[s:s + CHUNK]
+        f = c.float() if is_float else c.to(torch.float64)
+        if is_float and not bool(torch.isfinite(f).all()):   # the slow path only where something is wrong
+            fin = torch.isfinite(f)
+            bad += c.numel() - int(fin.sum())
+            f = f[fin]
+        if not f.numel():
+            continue
+        a, b = torch.aminmax(f)
+        lo, hi = min(lo, float(a)), max(hi, float(b))
+        if is_float:
+            sq += float(torch.linalg.vector_norm(f)) ** 2
+            mx = max(mx, abs(lo), abs(hi))
+            finite_n += f.numel()
+    nonzero = not (lo == hi == 0.0) and finite_n + (0 if is_float else flat.numel()) > 0
+    varies = lo != hi or bad > 0
+    rms = math.sqrt(sq / finite_n) if is_float and finite_n else (0.0 if is_float else None)
+    experts = None
+    if fused_experts and t.dim() >= 3 and t.shape[0] > 1:
+        experts = [_digest(t[e]) for e in range(t.shape[0])]
+    return TensorStats(name, tuple(t.shape), str(t.dtype).removeprefix("torch."), flat.numel(), rms,
+                       mx if is_float else None, bad, not nonzero, not varies, _digest(t), experts)
+
+
+def expand_names(reader) -> list[str]:
+    """Every stored tensor's checkpoint name (folded expert families unfolded), in header order."""
+    names = []
+    for listed in reader.files:
+        if "*" in listed:
+            names += [listed.replace("*", str(i), 1) for i in range(reader.counts[listed])]
+        else:
+            names.append(listed)
+    return names
+
+
+def _is_fused_experts(name: str) -> bool:
+    return "expert" in name and "shared" not in name
+
+
+def _scale_kind(name: str, t: torch.Tensor) -> str | None:
+    low = name.lower()
+    if not re.search(r"scale", low):
+        return None
+    if t.dtype == torch.uint8:
+        return "mxfp4_e8m0"       # one exponent byte per 32-value block: 2^(v - 127), 255 = NaN
+    if t.dtype.is_floating_point and ("weight_scale" in low or low.endswith("scale_inv")):
+        return "fp8_scale"
+    return None
+
+
+def _histogram(kind: str, t: torch.Tensor) -> dict[int, int]:
+    if kind == "mxfp4_e8m0":
+        v = t.reshape(-1).to(torch.int64) - 127
+        v = torch.where(v == 128, torch.full_like(v, 999), v)   # 255: the format's NaN, kept apart
+    else:
+        f = t.reshape(-1).float().abs()
+        f = f[torch.isfinite(f) & (f > 0)]
+        v = torch.floor(torch.log2(f)).to(torch.int64)
+    vals, counts = torch.unique(v, return_counts=True)
+    return {int(a): int(b) for a, b in zip(vals.tolist(), counts.tolist(), strict=True)}
+
+
+def find_outliers(stats: list[TensorStats]) -> dict[str, dict]:
+    """name -> {max_abs, sibling_max_abs, siblings}: tensors whose max |x| stands out from their siblings'."""
+    groups: dict[str, list[TensorStats]] = {}
+    for s in stats:
+        if s.max_abs is not None and s.numel > 1:
+            groups.setdefault(sibling_key(s.name), []).append(s)
+    found = {}
+    for members in groups.values():
+        if len(members) <= MIN_SIBLINGS:
+            continue
+        for s in members:
+            others = [o.max_abs for o in members if o is not s]
+            ref = statistics.median(others)
+            if s.max_abs > OUTLIER_FACTOR * ref and s.max_abs > 0:
+                found[s.name] = {"max_abs": s.max_abs, "sibling_max_abs": ref, "siblings": len(others)}
+    return found
+
+
+def duplicate_groups(stats: list[TensorStats], tied: bool) -> list[list[str]]:
+    """Groups of bit-identical tensors (and of identical experts inside fused expert tensors, named
+    `tensor[e]`); constant tensors are left out, and an embedding stored again as a tied head is expected."""
+    by_digest: dict[str, list[str]] = {}
+    for s in stats:
+        if s.constant or s.numel < 2:
+            continue
+        by_digest.setdefault(s.digest, []).append(s.name)
+        if s.expert_digests:
+            for e, d in enumerate(s.expert_digests):
+                by_digest.setdefault("e" + d, []).append(f"{s.name}[{e}]")
+    groups = [g for g in by_digest.values() if len(g) > 1]
+    if tied:
+        groups = [g for g in groups if not all(re.search(r"embed|lm_head|wte|\boutput\b", n) for n in g)]
+    return sorted(groups)
+
+
+def outlier_share(t: torch.Tensor, threshold: float) -> float:
+    flat = t.reshape(-1)
+    n = sum(int((flat[s:s + CHUNK].float().abs() > threshold).sum()) for s in range(0, flat.numel(), CHUNK))
+    return n / max(1, flat.numel())
+
+
+SESSION_BYTES = 256 << 20   # shards are reopened after this much data: mapped pages read so far are let go
+
+
+def _sessions(reader, names):
+    """(get, name) for each name, in reader sessions of at most SESSION_BYTES of tensor data each, so the
+    memory-mapped pages a full scan touches never all count as resident at once."""
+    names = iter(names)
+    pending = next(names, None)
+    while pending is not None:
+        read = 0
+        with reader.session() as get:
+            while pending is not None and read < SESSION_BYTES:
+                shape = reader.shape(pending) or ()
+                read += math.prod(shape) * 4
+                yield get, pending
+                pending = next(names, None)
+
+
+def scan(reader, config: dict | None = None, progress=None) -> dict:
+    """The `weights` section of archprobe.observe/1 for a TensorReader (validate/load.py)."""
+    names = expand_names(reader)
+    stats: list[TensorStats] = []
+    scales: dict[str, dict] = {}
+    for get, name in _sessions(reader, progress(names) if progress else names):
+        t = get(name)
+        stats.append(tensor_stats(name, t, _is_fused_experts(name)))
+        kind = _scale_kind(name, t)
+        if kind:
+            entry = scales.setdefault(kind, {"kind": kind, "tensors": 0, "histogram": {}})
+            entry["tensors"] += 1
+            for k, v in _histogram(kind, t).items():
+                entry["histogram"][k] = entry["histogram"].get(k, 0) + v
+        del t
+    outliers = find_outliers(stats)
+    shares = {}
+    for get, name in _sessions(reader, list(outliers)):
+        shares[name] = outlier_share(get(name), OUTLIER_FACTOR * outliers[name]["sibling_max_abs"])
+        outliers[name]["share"] = shares[name]
+    cfg = config or {}
+    tied = bool(cfg.get("tie_word_embeddings", (cfg.get("text_config") or {}).get("tie_word_embeddings", False)))
+    return {
+        "tensors": len(stats),
+        "nonfinite": [{"tensor": s.name, "count": s.nonfinite} for s in stats if s.nonfinite],
+        "all_zero": [s.name for s in stats if s.all_zero],
+        "duplicates": duplicate_groups(stats, tied),
+        "stats": [{"tensor": s.name, "rms": s.rms, "max_abs": s.max_abs, "outlier_share": shares.get(s.name, 0.0),
+                   "dtype": s.dtype, "shape": list(s.shape)} for s in stats],
+        "outliers": [{"tensor": n, **o} for n, o in sorted(outliers.items())],
+        "scale_histograms": [{**v, "histogram": {str(k): c for k, c in sorted(v["histogram"].items())}}
+                             for v in scales.values()],
+    }
