@@ -127,8 +127,8 @@ def report(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER,
 
     if ci not in ("auto", "clustered", "bootstrap", "wilson"):
         raise ArchprobeError(f"unknown interval method {ci!r}", hint="auto, clustered, bootstrap or wilson")
-    others = [Ledger(p) for p in also_ledger or []]
-    doc = build_report(_existing(ledger), run_id, ci=ci, other_ledgers=others)
+    others = [Ledger.existing(p, read_only=True) for p in also_ledger or []]
+    doc = build_report(_existing(ledger, read_only=True), run_id, ci=ci, other_ledgers=others)
     if html:
         write_html(doc, html)
     if json_out:
@@ -146,7 +146,7 @@ def report(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER,
 def runs(ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
     """The runs in a ledger."""
 
-    rows = _existing(ledger).runs()
+    rows = _existing(ledger, read_only=True).runs()
     if json_out:
         print_json({"schema": "archprobe.eval-runs/1", "runs": rows})
         return
@@ -162,7 +162,7 @@ def compare(run_a: str, run_b: str, ledger: LedgerOpt = DEFAULT_LEDGER, json_out
 
     from archprobe.eval.compare import compare_runs
 
-    doc = compare_runs(_existing(ledger), run_a, run_b)
+    doc = compare_runs(_existing(ledger, read_only=True), run_a, run_b)
     if json_out:
         print_json(doc)
     else:
@@ -260,7 +260,7 @@ def export(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER,
     import json
     from pathlib import Path
 
-    doc = _existing(ledger).export_run(run_id)
+    doc = _existing(ledger, read_only=True).export_run(run_id)
     if output == "-":
         print_json(doc)
     else:
@@ -282,7 +282,7 @@ def _verify(path: str, run_id: str | None) -> dict:
         except (ValueError, RecursionError):
             raise LedgerError(f"{p}: not JSON") from None
         return verify_export(doc)
-    return _existing(path).verify(run_id)
+    return _existing(path, read_only=True).verify(run_id)
 
 
 def _terminal_approver():
@@ -306,7 +306,7 @@ def _terminal_approver():
     return approve
 
 
-def _existing(path: str):
+def _existing(path: str, read_only: bool = False):
     from archprobe.eval.ledger import Ledger
 
-    return Ledger.existing(path)
+    return Ledger.existing(path, read_only=read_only)

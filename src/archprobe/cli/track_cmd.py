@@ -77,7 +77,7 @@ def show(subject: str, ledger: LedgerOpt = DEFAULT_LEDGER,
     from archprobe.track.store import series, subjects
 
     plot = options.writable_file(plot, "--plot")
-    book = Ledger.existing(ledger)
+    book = Ledger.existing(ledger, read_only=True)
     all_series = series(book, subject)
     if not all_series:
         known = subjects(book)
