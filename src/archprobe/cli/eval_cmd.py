@@ -193,10 +193,11 @@ def import_inspect(log: Annotated[str, typer.Argument(help="An Inspect AI .eval 
                    ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
     """Import an Inspect AI log so it can be reported and audited like an archprobe run."""
 
-    from archprobe.eval.inspect_import import import_inspect_log
+    from archprobe.eval.inspect_import import check_log, import_inspect_log
     from archprobe.eval.ledger import Ledger
 
-    rid = import_inspect_log(Ledger(ledger), log)
+    check_log(log)   # before a ledger is made for it
+    rid = import_inspect_log(Ledger(ledger), log, checked=True)
     if json_out:
         print_json({"run_id": rid, "ledger": ledger})
     else:
@@ -270,18 +271,14 @@ def export(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER,
 
 
 def _verify(path: str, run_id: str | None) -> dict:
-    import json
     from pathlib import Path
 
     from archprobe.eval.ledger import LedgerError, verify_export
+    from archprobe.formats import structured
 
     p = Path(path)
-    if p.suffix == ".json" and p.is_file():
-        try:
-            doc = json.loads(p.read_text(errors="replace"))
-        except (ValueError, RecursionError):
-            raise LedgerError(f"{p}: not JSON") from None
-        return verify_export(doc)
+    if p.suffix == ".json" and p.exists():
+        return verify_export(structured.load_json(path, "the exported run", LedgerError))
     return _existing(path, read_only=True).verify(run_id)
 
 

@@ -36,6 +36,15 @@ def _finite_float(text: str) -> float:
     return value
 
 
+MAX_DIGITS = 100   # an integer longer than this is no size, count or id (and costs quadratic time to convert)
+
+
+def _short_int(text: str) -> int:
+    if len(text) > MAX_DIGITS:
+        raise _Refused(f"an integer of {len(text):,} digits")
+    return int(text)
+
+
 def _unique_keys(pairs: list) -> dict:
     out = dict(pairs)
     if len(out) != len(pairs):
@@ -120,6 +129,14 @@ def check_cost(raw: bytes, where: str, what: str, error=CheckpointError) -> None
 
 def load_strict(raw: bytes, where: str, what: str, limit: int | None = None) -> dict:
     """A JSON object from `raw`; any of the module docstring's problems is one CheckpointError."""
+    doc = parse(raw, where, what, limit)
+    if not isinstance(doc, dict):
+        raise CheckpointError(where, f"{what} is a JSON {type(doc).__name__}, not an object")
+    return doc
+
+
+def parse(raw: bytes, where: str, what: str, limit: int | None = None):
+    """Any JSON value from `raw`, parsed as strictly as load_strict."""
     limit = cap("MAX_CONFIG_BYTES") if limit is None else limit
     if len(raw) > limit:
         raise CheckpointError(where, f"{what} is {len(raw):,} bytes, over the {limit:,}-byte cap")
@@ -127,7 +144,7 @@ def load_strict(raw: bytes, where: str, what: str, limit: int | None = None) -> 
     max_depth = cap("MAX_JSON_DEPTH")
     try:
         doc = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant,
-                         parse_float=_finite_float)
+                         parse_float=_finite_float, parse_int=_short_int)
     except _Refused as exc:
         raise CheckpointError(where, f"{what} is refused: {exc}") from None
     except RecursionError:
@@ -135,8 +152,6 @@ def load_strict(raw: bytes, where: str, what: str, limit: int | None = None) -> 
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, int digit limit, bad UTF-8
         msg = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
         raise CheckpointError(where, f"{what} is not valid JSON ({msg})") from None
-    if not isinstance(doc, dict):
-        raise CheckpointError(where, f"{what} is a JSON {type(doc).__name__}, not an object")
     if _depth(doc, max_depth) > max_depth:
         raise CheckpointError(where, f"{what} nests deeper than {max_depth} levels")
     return doc

@@ -430,39 +430,19 @@ class Card:
 
 
 def load_card(path: str) -> Card:
-    """A card from a .yaml/.yml/.json file (one-line CardError when unreadable or malformed). Read
-    through the guarded reader (a regular file: a FIFO is refused, not waited on; capped; JSON strict,
-    with its depth and memory-cost caps; YAML nesting capped)."""
-    import os
-
-    from archprobe.errors import CheckpointError
-    from archprobe.formats.jsontext import load_strict, nesting_problem
-    from archprobe.formats.localfiles import read_capped
+    """A card from a .yaml/.yml/.json file (one-line CardError when unreadable or malformed), read through
+    formats/structured.py: a regular file (a FIFO is refused, not waited on), capped before it is read,
+    JSON strict with its depth and memory-cost caps, YAML with duplicate keys, long integers, non-JSON
+    types and alias bombs refused."""
+    from archprobe.formats import structured
 
     # YAML: PyYAML builds ~175x its bytes of nodes (585 KB: 102 MB with libyaml, 194 MB and 28 s without);
     # a card is ~40 KB, so 256 KB is room enough and costs at most ~45 MB
-    limit = 64 * 1024 * 1024 if path.endswith(".json") else 256 * 1024
+    if path.endswith(".json"):
+        data = structured.load_json(path, "the card", CardError, limit=64 * 1024 * 1024)
+    else:
+        data = structured.load_yaml(path, "the card", CardError)
     try:
-        raw = read_capped(os.path.dirname(os.path.abspath(path)), path, limit, "the card")
-        if path.endswith(".json"):
-            return Card.from_dict(load_strict(raw, path, "the card", limit))
-        text = raw.decode("utf-8")
-    except CheckpointError as exc:
-        raise CardError(exc.message) from None
-    except UnicodeDecodeError:
-        raise CardError(f"{path}: the card is not UTF-8 text") from None
-    try:
-        import yaml
-
-        try:
-            data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
-        except yaml.YAMLError as exc:
-            raise CardError(f"card is not valid YAML ({str(exc).splitlines()[0][:100]})") from None
-        except RecursionError:
-            raise CardError("the card nests too deeply") from None
-        problem = nesting_problem(data)
-        if problem:
-            raise CardError(f"the card {problem}")
         return Card.from_dict(data)
     except CardError as exc:
         raise CardError(f"{path}: {exc.message}") from None
