@@ -159,13 +159,13 @@ def _loader():
                         except TypeError:
                             raise _Refused("a mapping key that is not a plain value") from None
                         if repeat:
-                            raise _Refused(f"key {str(key)[:80]!r} appears twice")
+                            raise _Refused(f"key {str(key)[:80]!r} appears twice (line {key_node.start_mark.line + 1})")
                 return super().construct_mapping(node, deep=deep)
 
             def construct_yaml_int(self, node):
                 digits = sum(c.isalnum() for c in str(node.value))
                 if digits > MAX_DIGITS:
-                    raise _Refused(f"an integer of {digits:,} digits")
+                    raise _Refused(f"an integer of {digits:,} digits (line {node.start_mark.line + 1})")
                 return super().construct_yaml_int(node)
 
         Loader.add_constructor("tag:yaml.org,2002:int", Loader.construct_yaml_int)
@@ -174,26 +174,27 @@ def _loader():
 
 
 def _type_problem(doc) -> str | None:
-    """Why a parsed YAML document holds something JSON cannot (walked once per shared node)."""
+    """Why a parsed YAML document holds something JSON cannot, naming where (each shared node once)."""
     seen: set[int] = set()
-    stack = [doc]
+    stack = [(doc, "")]
     while stack:
-        node = stack.pop()
+        node, where = stack.pop()
+        at = f" at {where[:120]!r}" if where else ""
         if isinstance(node, dict | list):
             if id(node) in seen:
                 continue
             seen.add(id(node))
             if isinstance(node, dict):
-                for k in node:
+                for k, v in node.items():
                     if not isinstance(k, str | int | float | bool) and k is not None:
-                        return f"has a key of type {type(k).__name__}"
-                stack.extend(node.keys())
-                stack.extend(node.values())
+                        return f"has a key of type {type(k).__name__}{at}"
+                    stack.append((k, where))
+                    stack.append((v, f"{where}.{k}" if where else str(k)))
             else:
-                stack.extend(node)
+                stack.extend((v, f"{where}.{i}" if where else str(i)) for i, v in enumerate(node))
         elif isinstance(node, float):
             if not math.isfinite(node):
-                return f"holds {node!r}, not a finite number"
+                return f"holds {node!r}{at}, not a finite number"
         elif node is not None and not isinstance(node, str | int | bool):
-            return f"holds a {type(node).__name__} (only JSON's types: text, numbers, lists, mappings)"
+            return f"holds a {type(node).__name__}{at} (only JSON's types: text, numbers, lists, mappings)"
     return None

@@ -102,6 +102,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any
@@ -509,6 +510,9 @@ def _from_plain(cls: type, data: Any, path: str) -> Any:
     return cls(**kwargs)
 
 
+MAX_CARD_INT = 2**48   # no width, count or length of a model comes near; past it, float math goes inexact
+
+
 def _convert(hint: Any, value: Any, path: str) -> Any:
     """A plain (YAML/JSON) value converted to the annotated type, with a one-line error naming `path`."""
     if hint is None or hint is Any:
@@ -521,6 +525,8 @@ def _convert(hint: Any, value: Any, path: str) -> Any:
         inner = [a for a in args if a is not type(None)]
         return _convert(inner[0], value, path) if len(inner) == 1 else value
     if dataclasses.is_dataclass(hint):
+        if isinstance(value, hint):   # a whole sub-object the derived card left empty (layer_rope, shared)
+            return value
         return _from_plain(hint, value, path)
     if origin is list:
         if not isinstance(value, list):
@@ -538,11 +544,16 @@ def _convert(hint: Any, value: Any, path: str) -> Any:
         return value
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise CardError(f"card field {path!r}: expected an integer, got {value!r:.60}")
+            raise CardError(f"card field {path!r}: expected an integer, got {str(value)[:60]!r}")
+        if abs(value) > MAX_CARD_INT:
+            raise CardError(f"card field {path!r}: an integer of {len(format(value, 'x')) * 1.2:.0f} digits is out of "
+                            f"range (at most {MAX_CARD_INT:,})")
         return value
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise CardError(f"card field {path!r}: expected a number, got {value!r:.60}")
+            raise CardError(f"card field {path!r}: expected a number, got {str(value)[:60]!r}")
+        if isinstance(value, int) and abs(value) > MAX_CARD_INT or not math.isfinite(value):
+            raise CardError(f"card field {path!r}: expected a finite number in range")
         return float(value)
     if hint is str:
         if not isinstance(value, str):
