@@ -258,14 +258,15 @@ def export(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER,
            ) -> None:
     """Write one run's rows with their hash chain, so a third party can run `eval verify` on it."""
 
-    import json
     from pathlib import Path
+
+    from archprobe.formats.jsontext import dumps
 
     doc = _existing(ledger, read_only=True).export_run(run_id)
     if output == "-":
         print_json(doc)
     else:
-        Path(output).write_text(json.dumps(doc, indent=1))
+        Path(output).write_text(dumps(doc, indent=1))
         typer.echo(f"exported {len(doc['rows'])} rows of {run_id} to {output}; head {doc['head']['hash']}")
 
 

@@ -173,3 +173,28 @@ def load_fast(raw: bytes, where: str, what: str, limit: int) -> dict:
     if not isinstance(doc, dict):
         raise CheckpointError(where, f"{what} is a JSON {type(doc).__name__}, not an object")
     return doc
+
+
+def finite_only(doc, path: str = "", found: list | None = None):
+    """`doc` with every NaN / infinity replaced by None, and where each was: [(path, "nan"|"inf"|"-inf")]."""
+    found = [] if found is None else found
+    if isinstance(doc, float):
+        if math.isfinite(doc):
+            return doc, found
+        found.append((path or ".", "nan" if doc != doc else ("inf" if doc > 0 else "-inf")))
+        return None, found
+    if isinstance(doc, dict):
+        return {k: finite_only(v, f"{path}.{k}" if path else str(k), found)[0] for k, v in doc.items()}, found
+    if isinstance(doc, list | tuple):
+        return [finite_only(v, f"{path}.{i}" if path else str(i), found)[0] for i, v in enumerate(doc)], found
+    return doc, found
+
+
+def dumps(doc, indent: int | None = 2) -> str:
+    """Strict JSON text of a document archprobe writes (every `--json`, every file): a non-finite number
+    (a layer that went NaN, a sum that overflowed) is written as null, and a top-level `non_finite`
+    mapping says which fields were and what they held, so a strict reader (ours included) reads it."""
+    clean, found = finite_only(doc)
+    if found and isinstance(clean, dict):
+        clean["non_finite"] = dict(found[:10_000])
+    return json.dumps(clean, indent=indent, default=str, allow_nan=False)

@@ -405,7 +405,9 @@ class Card:
         return _from_plain(cls, data, "")
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1)
+        from archprobe.formats.jsontext import dumps
+
+        return dumps(self.to_dict(), indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> Card:
