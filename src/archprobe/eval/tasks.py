@@ -141,11 +141,11 @@ def _parse_task(root: Path, jsonl: Path, lineno: int, line: bytes) -> Task:
     if not (isinstance(protected, list) and all(isinstance(p, str) for p in protected)):
         raise TaskSetError(f"{where}: `protected` must be a list of paths")
     if scorer == "regex":
-        import re
+        import regex as engine  # the engine the scorer runs it with (scorers.py)
 
         try:
-            re.compile(str(obj.get("target")))
-        except re.error as exc:
+            engine.compile(str(obj.get("target")))
+        except engine.error as exc:
             raise TaskSetError(f"{where}: the regex target does not compile ({exc})") from None
     timeout = obj.get("timeout_s")
     if timeout is not None and not (isinstance(timeout, int | float) and not isinstance(timeout, bool)
