@@ -16,6 +16,7 @@ from archprobe.eval.ledger import Ledger
 from archprobe.eval.runner import RunOptions, run_eval
 from archprobe.eval.standin import Behaviour, StandinServer
 from archprobe.eval.tasks import load_task_set
+from tests.eval.test_chain import by_hand
 from tests.hostile._bounded import assert_bounded, run_cli
 
 FOUND = (1,)   # verify's status when it found a break
@@ -32,19 +33,6 @@ def pristine(tmp_path_factory):
     doc = book.export_run("r1")
     book.close()
     return path, doc
-
-
-def by_hand(path, *statements):
-    db = sqlite3.connect(path)
-    triggers = db.execute("SELECT name, sql FROM sqlite_master WHERE type='trigger'").fetchall()
-    for name, _ in triggers:
-        db.execute(f"DROP TRIGGER {name}")
-    for s in statements:
-        db.execute(s)
-    for _, sql in triggers:
-        db.execute(sql)
-    db.commit()
-    db.close()
 
 
 def copy(pristine, tmp_path):
@@ -174,3 +162,23 @@ def test_a_ledger_on_a_read_only_mount_verifies_and_reports(pristine, tmp_path, 
         assert_bounded(run_cli(*args, wrap=wrap), ok=True)
     r = run_cli("eval", "export", "r1", "--ledger", str(path), wrap=wrap)   # its rows quote tasks' tracebacks
     assert r.rc == 0 and not r.stderr and json.loads(r.stdout)["run_id"] == "r1", r.stderr[-500:]
+
+
+@pytest.mark.parametrize("edit", [
+    "UPDATE outcomes SET detail = '{{' WHERE rowid = 1",
+    "UPDATE outcomes SET detail = '[1]' WHERE rowid = 1",
+    "UPDATE runs SET params = 'null'",
+    "UPDATE outcomes SET seconds = 'abc' WHERE rowid = 1",
+    "UPDATE outcomes SET cost_usd = 'abc' WHERE rowid = 1",
+    "UPDATE attempts SET sample = 'x' WHERE rowid = 1",
+    "UPDATE runs SET attempts_per_task = 1000000000000",
+])
+def test_a_hand_edited_row_is_one_line_in_report_and_found_by_verify(pristine, tmp_path, edit):
+    path = copy(pristine, tmp_path)
+    by_hand(path, edit)
+    assert_bounded(run_cli("eval", "report", "r1", "--ledger", str(path), "--json"), wall_s=20)
+    assert_bounded(verify(path), statuses=FOUND, wall_s=20)
+
+
+def test_verify_of_a_run_that_is_not_there_is_one_line(pristine, tmp_path):
+    assert_bounded(verify(copy(pristine, tmp_path), "--run-id", "nope"), ok=False, contains="no run")

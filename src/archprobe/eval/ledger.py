@@ -219,6 +219,10 @@ class Ledger:
             "SELECT run_id FROM runs UNION SELECT run_id FROM chain_heads UNION SELECT run_id FROM attempts "
             "UNION SELECT run_id FROM events ORDER BY 1")]
         out = []
+        if run_id and not self.db.execute("SELECT 1 FROM chain_heads WHERE run_id=? UNION SELECT 1 FROM runs WHERE "
+                                          "run_id=? UNION SELECT 1 FROM events WHERE run_id=?",
+                                          (run_id, run_id, run_id)).fetchone():
+            self.run(run_id)   # the one-line "no run" with the recent runs named
         for rid in run_ids:
             rows = self.chain_rows(rid)
             head = self.db.execute("SELECT seq, hash FROM chain_heads WHERE run_id=?", (rid,)).fetchone()
@@ -329,7 +333,12 @@ class Ledger:
             raise LedgerError(f"{self.path}: no run {run_id!r}",
                               hint=("recent runs: " + ", ".join(known)) if known else "the ledger has no runs yet")
         doc = dict(zip(names, row, strict=True))
-        doc["params"] = json.loads(doc["params"])
+        doc["params"] = _cell(doc["params"], f"run {run_id}: params", dict)
+        n = doc.get("attempts_per_task")
+        if not (isinstance(n, int) and 1 <= n <= MAX_ATTEMPTS_PER_TASK):
+            raise LedgerError(f"{self.path}: run {run_id!r} records {str(n)[:40]} attempts per task, not 1 to "
+                              f"{MAX_ATTEMPTS_PER_TASK:,} (edited by hand?)",
+                              hint="`archprobe eval verify` locates edited rows")
         doc["interventions_tracked"] = bool(doc["interventions_tracked"])
         return doc
 
@@ -341,7 +350,7 @@ class Ledger:
 
     def task_contents(self, run_id: str) -> dict[str, dict]:
         rows = self.db.execute("SELECT task_id, content FROM tasks WHERE run_id=? ORDER BY position", (run_id,))
-        return {tid: json.loads(content) for tid, content in rows}
+        return {tid: _cell(content, f"task {tid}", dict) for tid, content in rows}
 
     def task_ids(self, run_id: str) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT task_id FROM tasks WHERE run_id=? ORDER BY position",
@@ -383,11 +392,13 @@ class Ledger:
             "SELECT a.attempt_id, a.task_id, a.sample, a.try, a.retry_of, o.outcome, o.seconds, o.tokens_in, "
             "o.tokens_out, o.server_model, o.answer, o.detail, o.cost_usd, o.turns FROM attempts a "
             "LEFT JOIN outcomes o USING (attempt_id) WHERE a.run_id=? ORDER BY a.rowid", (run_id,))
-        return [AttemptRow(*r[:11], json.loads(r[11]) if r[11] else {}, r[12], r[13]) for r in rows]
+        return [AttemptRow(*r[:6], *map(_number, r[6:9]), r[9], r[10],
+                           _cell(r[11], f"attempt {r[0]}: detail", dict) if r[11] else {}, _number(r[12]),
+                           _number(r[13])) for r in rows]
 
     def steps(self, attempt_id: str) -> list[dict]:
         rows = self.db.execute("SELECT detail FROM steps WHERE attempt_id=? ORDER BY n", (attempt_id,))
-        return [json.loads(d) for (d,) in rows]
+        return [_cell(d, f"attempt {attempt_id}: step", dict) for (d,) in rows]
 
     def attempt_run(self, attempt_id: str) -> str:
         row = self.db.execute("SELECT run_id FROM attempts WHERE attempt_id=?", (attempt_id,)).fetchone()
@@ -426,11 +437,32 @@ class Ledger:
 
     def events(self, run_id: str) -> list[dict]:
         rows = self.db.execute("SELECT at, kind, detail FROM events WHERE run_id=? ORDER BY id", (run_id,))
-        return [{"at": at, "kind": kind, "detail": json.loads(d)} for at, kind, d in rows]
+        return [{"at": at, "kind": kind, "detail": _cell(d, f"run {run_id}: event", dict)} for at, kind, d in rows]
 
     def _event(self, run_id: str, kind: str, detail: dict) -> None:
         self._append(run_id, "events", {"run_id": run_id, "at": time.time(), "kind": kind,
                                         "detail": json.dumps(detail)})
+
+
+MAX_ATTEMPTS_PER_TASK = 100_000   # what `eval run --attempts` accepts
+
+
+def _number(value):
+    """A numeric column as a number, or None where a hand edit put text (or a BLOB) there."""
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _cell(text, where: str, want: type):
+    """A JSON column of a row: a ledger edited by hand can hold anything there; one LedgerError, not a crash."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        raise LedgerError(f"ledger row {where[:120]}: not the JSON archprobe wrote (edited by hand?)",
+                          hint="`archprobe eval verify` locates edited rows") from None
+    if not isinstance(value, want):
+        raise LedgerError(f"ledger row {where[:120]}: not a {want.__name__} (edited by hand?)",
+                          hint="`archprobe eval verify` locates edited rows")
+    return value
 
 
 class _Transaction:

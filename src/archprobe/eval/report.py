@@ -28,7 +28,7 @@ def build_report(ledger: Ledger, run_id: str, ci: str = "auto", other_ledgers: l
 
     outcomes = dict.fromkeys(OUTCOMES, 0)
     for r in rows:
-        if r.outcome:
+        if r.outcome in outcomes:   # a row edited to another word is not counted (verify names it)
             outcomes[r.outcome] += 1
     per_task, scored_by_task, split = [], [], {"unassisted": [0, 0], "assisted": [0, 0]}
     unsettled = 0
