@@ -182,3 +182,17 @@ def test_a_hand_edited_row_is_one_line_in_report_and_found_by_verify(pristine, t
 
 def test_verify_of_a_run_that_is_not_there_is_one_line(pristine, tmp_path):
     assert_bounded(verify(copy(pristine, tmp_path), "--run-id", "nope"), ok=False, contains="no run")
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d.__setitem__("rows", d["rows"] * 2),
+    lambda d: d["rows"][3]["values"].__setitem__("seconds", 10**30),
+    lambda d: d["rows"][3]["values"].__setitem__("seconds", [1]),
+    lambda d: d["rows"][0]["values"].__setitem__("attempts_per_task", 10**12),
+    lambda d: d["head"].__setitem__("seq", 10**15),
+], ids=["rows-repeated", "huge-int", "list-value", "attempts-10^12", "head-10^15"])
+def test_audit_of_a_tampered_export_is_bounded(pristine, tmp_path, change):
+    r = run_cli("eval", "audit", export_with(pristine, tmp_path, change), "--json")
+    assert_bounded(r, wall_s=20)
+    if r.rc == 0:
+        assert json.loads(r.stdout)["chain_ok"] is False

@@ -260,8 +260,13 @@ class Ledger:
                     raise LedgerError(f"exported run: unknown table {table!r}")
                 values = {k: v for k, v in r["values"].items() if k in self._table_columns(table)}
                 cols = [*values, "prev_hash", "row_hash"]
-                self.db.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                                [*values.values(), r.get("prev_hash"), r.get("row_hash")])
+                # OR IGNORE: a row repeated in the export (verify_export has flagged it) is loaded once
+                try:
+                    self.db.execute(f"INSERT OR IGNORE INTO {table} ({', '.join(cols)}) VALUES "
+                                    f"({', '.join('?' * len(cols))})",
+                                    [*values.values(), r.get("prev_hash"), r.get("row_hash")])
+                except (sqlite3.IntegrityError, sqlite3.InterfaceError, OverflowError, TypeError) as exc:
+                    raise LedgerError(f"exported run: row {r.get('key')!s:.80} cannot be loaded ({exc})") from None
             head = doc.get("head")
             if isinstance(head, dict) and chain._placed(head.get("seq")) and isinstance(head.get("hash"), str):
                 # the export's claim, so this copy's verify checks the rows against it as the export's did
