@@ -12,9 +12,15 @@ DEMO_NAME = "tiny-k3-v1"
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("ARCHPROBE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "archprobe")
-    return Path(base)
+    """archprobe's cache folder (cachedir.py: ARCHPROBE_CACHE, an absolute XDG_CACHE_HOME, ~/.cache);
+    with no home directory, one in the temp dir named for this user."""
+    import tempfile
+
+    from archprobe.cachedir import cache_root
+
+    root = cache_root()
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return root if root is not None else Path(tempfile.gettempdir()) / f"archprobe-cache-{uid}"
 
 
 def demo_checkpoint(folder: str | os.PathLike | None = None) -> Path:

@@ -197,6 +197,7 @@ def test_a_broken_compiler_falls_back_with_a_reason(monkeypatch, tmp_path):
     """CC pointing at a compiler that fails: no library, a one-line reason, the op still answers."""
     monkeypatch.setenv("CC", "false")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("ARCHPROBE_CACHE", raising=False)   # else it owns the cache (cachedir.py)
     native._load.cache_clear()
     try:
         with pytest.warns(RuntimeWarning, match="not available .*no working C compiler"):
@@ -211,6 +212,7 @@ def test_a_broken_compiler_falls_back_with_a_reason(monkeypatch, tmp_path):
 
 def test_the_library_is_built_once_into_the_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("ARCHPROBE_CACHE", raising=False)   # else it owns the cache (cachedir.py)
     native._load.cache_clear()
     try:
         assert native.library("recurrences") is not None
@@ -395,7 +397,8 @@ def test_a_truncated_or_replaced_library_in_the_cache_is_rebuilt_not_loaded(tmp_
     import subprocess
     import sys
 
-    env = {**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path), "PYTHONPATH": "src"}
+    env = {**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path), "ARCHPROBE_CACHE": "",
+           "PYTHONPATH": "src"}
     probe = ("from archprobe.ops import native; lib = native.library('recurrences'); "
              "print(lib is not None, native.unavailable_reason('recurrences'))")
     first = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
@@ -417,6 +420,7 @@ def test_a_cache_directory_others_can_write_is_not_used(tmp_path, monkeypatch):
     shared.mkdir(parents=True)
     shared.chmod(0o777)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("ARCHPROBE_CACHE", raising=False)   # else it owns the cache (cachedir.py)
     assert shared not in native._cache_dirs()
     shared.chmod(0o700)
     assert native._cache_dirs()[0] == shared
@@ -440,6 +444,7 @@ def test_directories_it_creates_are_private_whatever_the_umask(tmp_path, monkeyp
     old = os.umask(0)
     try:
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "fresh" / "cache"))
+        monkeypatch.delenv("ARCHPROBE_CACHE", raising=False)   # else it owns the cache (cachedir.py)
         assert native._cache_dirs()[0] == tmp_path / "fresh" / "cache" / "archprobe" / "native"
         for d in (tmp_path / "fresh", tmp_path / "fresh" / "cache", tmp_path / "fresh" / "cache" / "archprobe"):
             assert d.stat().st_mode & 0o077 == 0, d
@@ -456,6 +461,7 @@ def test_a_cache_that_cannot_be_written_still_gives_the_kernels(tmp_path, monkey
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(native, "_write_private", full)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("ARCHPROBE_CACHE", raising=False)   # else it owns the cache (cachedir.py)
     native._load.cache_clear()
     try:
         assert native.library("recurrences") is not None, native.unavailable_reason("recurrences")
@@ -477,6 +483,7 @@ def test_a_compiler_that_hangs_is_stopped_with_its_children(tmp_path, monkeypatc
     fake.chmod(0o755)
     monkeypatch.setenv("CC", str(fake))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("ARCHPROBE_CACHE", raising=False)   # else it owns the cache (cachedir.py)
     monkeypatch.setattr(native, "COMPILE_SECONDS", 2)
     native._load.cache_clear()
     try:

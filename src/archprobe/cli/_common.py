@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import contextmanager
 from typing import Annotated
@@ -26,7 +25,9 @@ def load_card_opt(path: str | None):
 
 
 def print_json(doc: dict) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    from archprobe.formats.jsontext import dumps
+
+    sys.stdout.write(dumps(doc) + "\n")
 
 
 @contextmanager

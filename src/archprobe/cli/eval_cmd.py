@@ -127,8 +127,8 @@ def report(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER,
 
     if ci not in ("auto", "clustered", "bootstrap", "wilson"):
         raise ArchprobeError(f"unknown interval method {ci!r}", hint="auto, clustered, bootstrap or wilson")
-    others = [Ledger(p) for p in also_ledger or []]
-    doc = build_report(_existing(ledger), run_id, ci=ci, other_ledgers=others)
+    others = [Ledger.existing(p, read_only=True) for p in also_ledger or []]
+    doc = build_report(_existing(ledger, read_only=True), run_id, ci=ci, other_ledgers=others)
     if html:
         write_html(doc, html)
     if json_out:
@@ -146,7 +146,7 @@ def report(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER,
 def runs(ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
     """The runs in a ledger."""
 
-    rows = _existing(ledger).runs()
+    rows = _existing(ledger, read_only=True).runs()
     if json_out:
         print_json({"schema": "archprobe.eval-runs/1", "runs": rows})
         return
@@ -162,7 +162,7 @@ def compare(run_a: str, run_b: str, ledger: LedgerOpt = DEFAULT_LEDGER, json_out
 
     from archprobe.eval.compare import compare_runs
 
-    doc = compare_runs(_existing(ledger), run_a, run_b)
+    doc = compare_runs(_existing(ledger, read_only=True), run_a, run_b)
     if json_out:
         print_json(doc)
     else:
@@ -193,10 +193,11 @@ def import_inspect(log: Annotated[str, typer.Argument(help="An Inspect AI .eval 
                    ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
     """Import an Inspect AI log so it can be reported and audited like an archprobe run."""
 
-    from archprobe.eval.inspect_import import import_inspect_log
+    from archprobe.eval.inspect_import import check_log, import_inspect_log
     from archprobe.eval.ledger import Ledger
 
-    rid = import_inspect_log(Ledger(ledger), log)
+    check_log(log)   # before a ledger is made for it
+    rid = import_inspect_log(Ledger(ledger), log, checked=True)
     if json_out:
         print_json({"run_id": rid, "ledger": ledger})
     else:
@@ -257,32 +258,29 @@ def export(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER,
            ) -> None:
     """Write one run's rows with their hash chain, so a third party can run `eval verify` on it."""
 
-    import json
     from pathlib import Path
 
-    doc = _existing(ledger).export_run(run_id)
+    from archprobe.formats.jsontext import dumps
+
+    doc = _existing(ledger, read_only=True).export_run(run_id)
     if output == "-":
         print_json(doc)
     else:
-        Path(output).write_text(json.dumps(doc, indent=1))
+        Path(output).write_text(dumps(doc, indent=1))
         typer.echo(f"exported {len(doc['rows'])} rows of {run_id} to {output}; head {doc['head']['hash']}")
 
 
 
 def _verify(path: str, run_id: str | None) -> dict:
-    import json
     from pathlib import Path
 
     from archprobe.eval.ledger import LedgerError, verify_export
+    from archprobe.formats import structured
 
     p = Path(path)
-    if p.suffix == ".json" and p.is_file():
-        try:
-            doc = json.loads(p.read_text(errors="replace"))
-        except (ValueError, RecursionError):
-            raise LedgerError(f"{p}: not JSON") from None
-        return verify_export(doc)
-    return _existing(path).verify(run_id)
+    if p.suffix == ".json" and p.exists():
+        return verify_export(structured.load_json(path, "the exported run", LedgerError))
+    return _existing(path, read_only=True).verify(run_id)
 
 
 def _terminal_approver():
@@ -306,7 +304,7 @@ def _terminal_approver():
     return approve
 
 
-def _existing(path: str):
+def _existing(path: str, read_only: bool = False):
     from archprobe.eval.ledger import Ledger
 
-    return Ledger.existing(path)
+    return Ledger.existing(path, read_only=read_only)

@@ -124,7 +124,7 @@ def show(subject: str, ledger: LedgerOpt = DEFAULT_LEDGER,
     from archprobe.track.store import series, subjects
 
     plot = options.writable_file(plot, "--plot")
-    book = Ledger.existing(ledger)
+    book = Ledger.existing(ledger, read_only=True)
     all_series = series(book, subject)
     if not all_series:
         known = subjects(book)
@@ -135,16 +135,22 @@ def show(subject: str, ledger: LedgerOpt = DEFAULT_LEDGER,
         from archprobe.track.ratio import ratio as make_ratio
 
         derived = make_ratio(all_series, ratio)
+    left_out = 0
     if plot:
-        from archprobe.track.plot import plot_series
+        from archprobe.track.plot import plot_series, plotted
 
-        plot_series(all_series + ([derived] if derived else []), plot, subject)
+        drawn = all_series + ([derived] if derived else [])
+        plot_series(drawn, plot, subject)
+        left_out = plotted(drawn)[1]
+        if left_out:
+            typer.echo(f"plot: {left_out:,} of {len(drawn):,} series left out (at most {plotted(drawn)[0]} panels)",
+                       err=True)
     if json_out:
         print_json({"schema": "archprobe.track/1", "subject": subject,
                     "reach": [s for s in all_series if s["kind"] == "reach"],
                     "usage": [s for s in all_series if s["kind"] == "usage"],
                     "adaptation": [s for s in all_series if s["kind"] == "adaptation"],
-                    "ratio": derived, "plot": plot})
+                    "ratio": derived, "plot": plot, "plot_series_left_out": left_out})
         return
     for s in all_series:
         last = s["points"][-1][1]

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from archprobe.eval import client as chat_client
-from archprobe.eval.scorers import score
+from archprobe.eval.scorers import SCORE_TIMEOUT_S, ScoreTimeout, score
 
 ATTEMPT_HEADER = chat_client.ATTEMPT_HEADER
 JUDGE_MARKER = "[archprobe refusal judge]"
@@ -122,7 +122,12 @@ async def _chat_task(spec: AttemptSpec, http, start: float) -> AttemptResult:
         result.detail["judge"] = {"verdict": verdict.answer, "model": verdict.server_model}
         answer = verdict.answer or ""
     try:
-        ok = score(spec.task["scorer"], answer, target)
+        left = spec.timeout_s - (time.perf_counter() - start)
+        ok = score(spec.task["scorer"], answer, target, timeout_s=max(0.01, min(left, SCORE_TIMEOUT_S)))
+    except ScoreTimeout as exc:  # scored, not an error: the answer made the task's pattern run past its time
+        ok = False
+        result.detail["reason"] = f"scorer: {exc}"
+        result.detail["fault"] = "model"
     except Exception as exc:  # the answer broke the scorer (deep JSON, ...): the model's doing
         ok = False
         result.detail["reason"] = f"model: answer could not be scored ({type(exc).__name__})"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from archprobe.errors import ArchprobeError
@@ -12,19 +11,19 @@ SCHEMA = "archprobe.eval-audit/1"
 
 
 def audit_file(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise ArchprobeError(f"{path}: no such claim file")
-    text = path.read_text(errors="replace")
-    try:
-        if path.suffix == ".json":
-            doc = json.loads(text)
-        else:
-            import yaml
+    """A claim (YAML or JSON, an eval report, an export) read through formats/structured.py (capped,
+    strict, alias bombs refused)."""
+    from archprobe.formats import structured
 
-            doc = yaml.safe_load(text)   # safe_load: a claim file never constructs objects
-    except Exception as exc:
-        raise ArchprobeError(f"{path}: not valid YAML/JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+    path = Path(path)
+    if not path.exists():
+        raise ArchprobeError(f"{path}: no such claim file")
+    if path.suffix == ".json":
+        doc = structured.load_json(str(path), "the claim", want=None)
+    else:
+        doc = structured.load_yaml(str(path), "the claim")
+    if not isinstance(doc, dict):
+        raise ArchprobeError(f"{path}: a claim is a mapping, got {type(doc).__name__}")
     return audit_claim(doc, str(path))
 
 

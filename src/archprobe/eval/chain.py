@@ -22,7 +22,9 @@ def genesis(run_id: str) -> str:
 
 def row_hash(prev_hash: str, table: str, values: dict) -> str:
     """values: every column of the row but prev_hash and row_hash (seq included)."""
-    body = json.dumps([table, values], sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+    # default=repr: a value no archprobe row holds (a BLOB inserted by hand) hashes, so the row is flagged
+    body = json.dumps([table, values], sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True,
+                      default=repr)
     return "sha256:" + hashlib.sha256(f"{prev_hash}\0{body}".encode()).hexdigest()
 
 
@@ -43,54 +45,72 @@ class ChainRow:
                 "row_hash": self.row_hash}
 
 
-def check(run_id: str, rows: list[ChainRow], head: tuple[int, str] | None = None) -> list[dict]:
-    """Every break in one run's chain, located: [{"seq", "table", "key", "problem"}]; [] when intact."""
+def _placed(seq) -> bool:
+    """A place in the chain: a non-negative int (a bool, float, string or negative number is not one)."""
+    return isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0
+
+
+def check(run_id: str, rows: list[ChainRow], head: tuple | None = None, *, head_expected: bool = False) -> list[dict]:
+    """Every break in one run's chain, located: [{"seq", "table", "key", "problem"}]; [] when intact.
+
+    Walks the places that hold rows, in order (never the numbers between them: one row at seq 10**12
+    is one gap, reported as one range). At one place the row that hashes and links right is kept and
+    every other one is flagged as inserted, an exact copy included. `head` is (seq, hash) as recorded
+    elsewhere (the ledger's chain_heads, an export's claim); whatever it claims is checked against the
+    rows, never trusted to bound a loop."""
     breaks = []
-    chained = [r for r in rows if isinstance(r.seq, int)]
-    for r in rows:
-        if not isinstance(r.seq, int):
-            breaks.append(_break(r, "row is not in the chain (inserted by hand, or written before the chain existed)"))
     by_seq: dict[int, list[ChainRow]] = {}
-    for r in chained:
-        by_seq.setdefault(r.seq, []).append(r)
-    expected_prev = genesis(run_id)
-    last = max(by_seq, default=-1)
-    seq = 0
-    while seq <= last:
-        here = by_seq.get(seq)
-        if not here:
-            gap_end = seq
-            while gap_end + 1 <= last and not by_seq.get(gap_end + 1):
-                gap_end += 1
-            breaks.append({"seq": seq if gap_end == seq else [seq, gap_end], "table": None, "key": None,
+    for r in rows:
+        if _placed(r.seq):
+            by_seq.setdefault(r.seq, []).append(r)
+        else:
+            breaks.append(_break(r, "row is not in the chain (inserted by hand, or written before the chain existed)"))
+    kept: dict[int, ChainRow] = {}
+    expected_prev: str | None = genesis(run_id)
+    want = 0
+    for seq in sorted(by_seq):
+        here = by_seq[seq]
+        if seq != want:
+            breaks.append({"seq": want if seq - 1 == want else [want, seq - 1], "table": None, "key": None,
                            "problem": "row(s) missing from the chain (deleted)"})
-            seq = gap_end + 1
-            nxt = by_seq[seq][0]
-            expected_prev = nxt.prev_hash  # resynchronise so one deletion is reported once
-            continue
-        if len(here) > 1:
-            for r in here:
-                if r.row_hash != row_hash(r.prev_hash or "", r.table, r.values) or r.prev_hash != expected_prev:
-                    breaks.append(_break(r, "a second row at this place in the chain (inserted)"))
-            here = [r for r in here if r.row_hash == row_hash(r.prev_hash or "", r.table, r.values)] or here
-        r = here[0]
-        if r.row_hash != row_hash(r.prev_hash or "", r.table, r.values):
-            breaks.append(_break(r, "content does not match the row's hash (edited)"))
-        elif r.prev_hash != expected_prev:
-            breaks.append(_break(r, "does not link to the row before it (that row was edited, replaced or "
-                                    "re-hashed)"))
-        expected_prev = r.row_hash
-        seq += 1
-    if head is not None and chained:
-        head_seq, head_hash = head
-        if head_seq > last:
-            breaks.append({"seq": [last + 1, head_seq], "table": None, "key": None,
-                           "problem": "the chain's recorded head is past its last row: rows deleted at the end"})
-        elif by_seq.get(head_seq) and by_seq[head_seq][0].row_hash != head_hash:
-            breaks.append(_break(by_seq[head_seq][0], "differs from the chain's recorded head"))
-        for seq in range(head_seq + 1, last + 1):
-            for r in by_seq.get(seq, []):
-                breaks.append(_break(r, "after the chain's recorded head (appended by hand)"))
+            expected_prev = None   # resynchronise on the next row, so one deletion is reported once
+        sound = [r.row_hash == row_hash(r.prev_hash or "", r.table, r.values) for r in here]
+        linked = [expected_prev is None or r.prev_hash == expected_prev for r in here]
+        best = min(range(len(here)), key=lambda i: (not sound[i], not linked[i], i))
+        keep = here[best]
+        for i, r in enumerate(here):
+            if i != best:
+                same = r.values == keep.values and r.row_hash == keep.row_hash
+                breaks.append(_break(r, "a second row at this place in the chain (inserted"
+                                        + (", a copy of the row there)" if same else ")")))
+        if not sound[best]:
+            breaks.append(_break(keep, "content does not match the row's hash (edited)"))
+        elif not linked[best]:
+            breaks.append(_break(keep, "does not link to the row before it (that row was edited, replaced or "
+                                       "re-hashed)"))
+        kept[seq] = keep
+        expected_prev = keep.row_hash
+        want = seq + 1
+    last = want - 1
+    if head is None:
+        if head_expected:
+            breaks.append({"seq": None, "table": None, "key": None,
+                           "problem": "no recorded head (it was removed): the chain's end cannot be checked"})
+        return breaks
+    head_seq, head_hash = (head + (None, None))[:2] if isinstance(head, tuple) else (None, None)
+    if not _placed(head_seq) or not isinstance(head_hash, str):
+        breaks.append({"seq": None, "table": None, "key": None,
+                       "problem": "the recorded head is malformed (not a place and a hash): forged or damaged"})
+        return breaks
+    if head_seq > last:
+        breaks.append({"seq": last + 1 if head_seq == last + 1 else [last + 1, head_seq], "table": None,
+                       "key": None, "problem": "the chain's recorded head is past its last row: rows deleted at "
+                                               "the end"})
+    elif head_seq in kept and kept[head_seq].row_hash != head_hash:
+        breaks.append(_break(kept[head_seq], "differs from the chain's recorded head"))
+    for seq in sorted(s for s in kept if s > head_seq):
+        for r in by_seq[seq]:
+            breaks.append(_break(r, "after the chain's recorded head (appended by hand)"))
     return breaks
 
 
@@ -99,6 +119,6 @@ def _break(r: ChainRow, problem: str) -> dict:
 
 
 def head_of(run_id: str, rows: list[ChainRow]) -> dict:
-    chained = sorted((r for r in rows if isinstance(r.seq, int)), key=lambda r: r.seq)
+    chained = sorted((r for r in rows if _placed(r.seq)), key=lambda r: r.seq)
     return {"seq": chained[-1].seq if chained else None,
             "hash": chained[-1].row_hash if chained else genesis(run_id)}

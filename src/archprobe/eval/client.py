@@ -78,6 +78,20 @@ def make_http_client(concurrency: int = 8):
     return httpx.AsyncClient(limits=limits, timeout=None, follow_redirects=False, trust_env=False)
 
 
+def header_value(text: str) -> str:
+    """Task-set text (an attempt key holds the task id) made safe for an HTTP header: printable ASCII
+    without `%` goes as it is; anything else (non-ASCII, RTL marks, NUL, CR/LF) is percent-encoded, and
+    a value over 512 characters is replaced by its sha256. A task id is never blamed on the server."""
+    import hashlib
+    from urllib.parse import quote
+
+    if not (text.isascii() and text.isprintable() and "%" not in text):
+        text = quote(text, safe="/#:._-~")
+    if len(text) > 512:
+        text = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return text
+
+
 async def chat(http, endpoint: str, model: str, messages: list[dict], *, deadline_s: float, attempt_key: str,
                api_key_env: str = "OPENAI_API_KEY", sampling: dict | None = None, tools: list[dict] | None = None,
                max_bytes: int = MAX_RESPONSE_BYTES) -> Reply | ModelFault | EndpointFault:
@@ -86,7 +100,7 @@ async def chat(http, endpoint: str, model: str, messages: list[dict], *, deadlin
     body: dict = {"model": model, "messages": messages, **(sampling or {})}
     if tools:
         body["tools"] = tools
-    headers = {ATTEMPT_HEADER: attempt_key, "Content-Type": "application/json",
+    headers = {ATTEMPT_HEADER: header_value(attempt_key), "Content-Type": "application/json",
                "Authorization": "Bearer " + (os.environ.get(api_key_env) or "not-needed")}
     url = endpoint.rstrip("/") + "/chat/completions"
     if deadline_s <= 0:

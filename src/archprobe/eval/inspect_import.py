@@ -15,14 +15,30 @@ from archprobe.errors import ArchprobeError
 from archprobe.eval.ledger import Ledger
 
 
-def import_inspect_log(ledger: Ledger, path: str | Path) -> str:
+def check_log(path: str | Path) -> None:
+    """Within caps before inspect_ai reads it: a zip's members are inflated (and stopped at the cap) here
+    first; a JSON log's size and parse cost are checked. The CLI calls it before it makes a ledger."""
+    from archprobe.formats import jsontext, structured
+    from archprobe.formats.limits import cap
+
+    path = Path(path)
+    if not path.exists():
+        raise ArchprobeError(f"{path}: no such log file")
+    if path.suffix == ".json":
+        raw = structured.read_bytes(str(path), cap("MAX_STRUCTURED_BYTES"), "the Inspect log")
+        jsontext.check_cost(raw, str(path), "the Inspect log", ArchprobeError)
+    else:
+        structured.check_zip(str(path), "the Inspect log")
+
+
+def import_inspect_log(ledger: Ledger, path: str | Path, checked: bool = False) -> str:
     try:
         from inspect_ai.log import read_eval_log
     except ImportError:
         raise ArchprobeError("importing Inspect logs needs inspect_ai", hint="pip install inspect_ai") from None
+    if not checked:
+        check_log(path)
     path = Path(path)
-    if not path.is_file():
-        raise ArchprobeError(f"{path}: no such log file")
     try:
         log = read_eval_log(str(path))
     except Exception as exc:

@@ -78,16 +78,30 @@ def write_error(path: Path, exc: sqlite3.Error) -> LedgerError:
 
 class Ledger:
     @classmethod
-    def existing(cls, path: str | Path) -> Ledger:
-        """For commands that read: a missing file is a user mistake, not a new empty ledger."""
+    def existing(cls, path: str | Path, read_only: bool = False) -> Ledger:
+        """For commands that read: a missing file is a user mistake, not a new empty ledger.
+        read_only: the commands that only look (verify, report, export, track show) open the file with a
+        `mode=ro` URI and change nothing in it, journal mode included: checking evidence must not
+        alter it, and a ledger on a read-only mount (or someone else's file) must still be readable."""
         if not Path(path).is_file():
             raise LedgerError(f"{path}: no ledger here", hint="pass --ledger PATH (default ./archprobe-ledger.sqlite)")
+        if read_only:
+            book = cls(path, read_only=True)
+            if not book.outdated:
+                return book
+            book.close()   # an older schema is upgraded first, as it always was (its queries need the columns)
         return cls(path)
 
-    def __init__(self, path: str | Path, durable: bool = False):
+    def __init__(self, path: str | Path, durable: bool = False, read_only: bool = False):
         self.path = Path(path)
+        self.read_only = read_only
+        self.outdated = False
         if self.path.exists() and not self.path.is_file():
             raise LedgerError(f"{self.path}: not a file")
+        self._columns: dict[str, list[str]] = {}
+        if read_only:
+            self._open_read_only()
+            return
         try:
             self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -101,7 +115,29 @@ class Ledger:
             raise LedgerError(f"{self.path}: not a usable SQLite ledger ({exc})") from None
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"{self.path}: not a usable SQLite ledger ({exc})") from None
-        self._columns: dict[str, list[str]] = {}
+
+    def _open_read_only(self) -> None:
+        """mode=ro; where even that needs a write (a WAL ledger whose -shm cannot be made on a read-only
+        mount) the file is opened immutable=1, which reads it as it lies on disk."""
+        from urllib.parse import quote
+
+        base = "file:" + quote(str(self.path.resolve()))
+        last: sqlite3.Error | None = None
+        for query in ("?mode=ro", "?mode=ro&immutable=1"):
+            try:
+                self.db = sqlite3.connect(base + query, uri=True, isolation_level=None, check_same_thread=False,
+                                          timeout=30)
+                self.db.execute("PRAGMA query_only=ON")
+                version = self.db.execute("PRAGMA user_version").fetchone()[0]
+                break
+            except sqlite3.DatabaseError as exc:
+                last = exc
+        else:
+            raise LedgerError(f"{self.path}: not a usable SQLite ledger ({last})") from None
+        if version > len(MIGRATIONS):
+            raise LedgerError(f"{self.path}: written by a newer archprobe (schema {version} > {len(MIGRATIONS)})",
+                              hint="upgrade archprobe to read it")
+        self.outdated = version < len(MIGRATIONS)
 
     def _write_error(self, exc: sqlite3.Error) -> LedgerError:
         import os
@@ -183,10 +219,14 @@ class Ledger:
             "SELECT run_id FROM runs UNION SELECT run_id FROM chain_heads UNION SELECT run_id FROM attempts "
             "UNION SELECT run_id FROM events ORDER BY 1")]
         out = []
+        if run_id and not self.db.execute("SELECT 1 FROM chain_heads WHERE run_id=? UNION SELECT 1 FROM runs WHERE "
+                                          "run_id=? UNION SELECT 1 FROM events WHERE run_id=?",
+                                          (run_id, run_id, run_id)).fetchone():
+            self.run(run_id)   # the one-line "no run" with the recent runs named
         for rid in run_ids:
             rows = self.chain_rows(rid)
             head = self.db.execute("SELECT seq, hash FROM chain_heads WHERE run_id=?", (rid,)).fetchone()
-            breaks = chain.check(rid, rows, tuple(head) if head else None)
+            breaks = chain.check(rid, rows, tuple(head) if head else None, head_expected=bool(rows))
             orphans = self._orphans(rid)
             out.append({"run_id": rid, "rows": len(rows), "head": chain.head_of(rid, rows),
                         "ok": not breaks and not orphans, "breaks": breaks + orphans})
@@ -220,8 +260,18 @@ class Ledger:
                     raise LedgerError(f"exported run: unknown table {table!r}")
                 values = {k: v for k, v in r["values"].items() if k in self._table_columns(table)}
                 cols = [*values, "prev_hash", "row_hash"]
-                self.db.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                                [*values.values(), r.get("prev_hash"), r.get("row_hash")])
+                # OR IGNORE: a row repeated in the export (verify_export has flagged it) is loaded once
+                try:
+                    self.db.execute(f"INSERT OR IGNORE INTO {table} ({', '.join(cols)}) VALUES "
+                                    f"({', '.join('?' * len(cols))})",
+                                    [*values.values(), r.get("prev_hash"), r.get("row_hash")])
+                except (sqlite3.IntegrityError, sqlite3.InterfaceError, OverflowError, TypeError) as exc:
+                    raise LedgerError(f"exported run: row {r.get('key')!s:.80} cannot be loaded ({exc})") from None
+            head = doc.get("head")
+            if isinstance(head, dict) and chain._placed(head.get("seq")) and isinstance(head.get("hash"), str):
+                # the export's claim, so this copy's verify checks the rows against it as the export's did
+                self.db.execute("INSERT OR REPLACE INTO chain_heads VALUES (?,?,?)",
+                                (doc["run_id"], head["seq"], head["hash"]))
 
     # -- tables owned by other packages ---------------------------------------------------------
     def register_table(self, name: str, columns: dict[str, str], indexes: dict[str, tuple[str, ...]] | None = None,
@@ -288,7 +338,12 @@ class Ledger:
             raise LedgerError(f"{self.path}: no run {run_id!r}",
                               hint=("recent runs: " + ", ".join(known)) if known else "the ledger has no runs yet")
         doc = dict(zip(names, row, strict=True))
-        doc["params"] = json.loads(doc["params"])
+        doc["params"] = _cell(doc["params"], f"run {run_id}: params", dict)
+        n = doc.get("attempts_per_task")
+        if not (isinstance(n, int) and 1 <= n <= MAX_ATTEMPTS_PER_TASK):
+            raise LedgerError(f"{self.path}: run {run_id!r} records {str(n)[:40]} attempts per task, not 1 to "
+                              f"{MAX_ATTEMPTS_PER_TASK:,} (edited by hand?)",
+                              hint="`archprobe eval verify` locates edited rows")
         doc["interventions_tracked"] = bool(doc["interventions_tracked"])
         return doc
 
@@ -300,7 +355,7 @@ class Ledger:
 
     def task_contents(self, run_id: str) -> dict[str, dict]:
         rows = self.db.execute("SELECT task_id, content FROM tasks WHERE run_id=? ORDER BY position", (run_id,))
-        return {tid: json.loads(content) for tid, content in rows}
+        return {tid: _cell(content, f"task {tid}", dict) for tid, content in rows}
 
     def task_ids(self, run_id: str) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT task_id FROM tasks WHERE run_id=? ORDER BY position",
@@ -342,11 +397,13 @@ class Ledger:
             "SELECT a.attempt_id, a.task_id, a.sample, a.try, a.retry_of, o.outcome, o.seconds, o.tokens_in, "
             "o.tokens_out, o.server_model, o.answer, o.detail, o.cost_usd, o.turns FROM attempts a "
             "LEFT JOIN outcomes o USING (attempt_id) WHERE a.run_id=? ORDER BY a.rowid", (run_id,))
-        return [AttemptRow(*r[:11], json.loads(r[11]) if r[11] else {}, r[12], r[13]) for r in rows]
+        return [AttemptRow(*r[:6], *map(_number, r[6:9]), r[9], r[10],
+                           _cell(r[11], f"attempt {r[0]}: detail", dict) if r[11] else {}, _number(r[12]),
+                           _number(r[13])) for r in rows]
 
     def steps(self, attempt_id: str) -> list[dict]:
         rows = self.db.execute("SELECT detail FROM steps WHERE attempt_id=? ORDER BY n", (attempt_id,))
-        return [json.loads(d) for (d,) in rows]
+        return [_cell(d, f"attempt {attempt_id}: step", dict) for (d,) in rows]
 
     def attempt_run(self, attempt_id: str) -> str:
         row = self.db.execute("SELECT run_id FROM attempts WHERE attempt_id=?", (attempt_id,)).fetchone()
@@ -385,11 +442,32 @@ class Ledger:
 
     def events(self, run_id: str) -> list[dict]:
         rows = self.db.execute("SELECT at, kind, detail FROM events WHERE run_id=? ORDER BY id", (run_id,))
-        return [{"at": at, "kind": kind, "detail": json.loads(d)} for at, kind, d in rows]
+        return [{"at": at, "kind": kind, "detail": _cell(d, f"run {run_id}: event", dict)} for at, kind, d in rows]
 
     def _event(self, run_id: str, kind: str, detail: dict) -> None:
         self._append(run_id, "events", {"run_id": run_id, "at": time.time(), "kind": kind,
                                         "detail": json.dumps(detail)})
+
+
+MAX_ATTEMPTS_PER_TASK = 100_000   # what `eval run --attempts` accepts
+
+
+def _number(value):
+    """A numeric column as a number, or None where a hand edit put text (or a BLOB) there."""
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _cell(text, where: str, want: type):
+    """A JSON column of a row: a ledger edited by hand can hold anything there; one LedgerError, not a crash."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        raise LedgerError(f"ledger row {where[:120]}: not the JSON archprobe wrote (edited by hand?)",
+                          hint="`archprobe eval verify` locates edited rows") from None
+    if not isinstance(value, want):
+        raise LedgerError(f"ledger row {where[:120]}: not a {want.__name__} (edited by hand?)",
+                          hint="`archprobe eval verify` locates edited rows")
+    return value
 
 
 class _Transaction:
@@ -419,17 +497,24 @@ class _Transaction:
 
 
 def verify_export(doc: dict) -> dict:
-    """Check an exported run (EXPORT_SCHEMA) without the ledger it came from."""
+    """Check an exported run (EXPORT_SCHEMA) without the ledger it came from. What the export claims
+    (its head, its rows' places) is checked, never trusted: a missing or malformed head is a break."""
     if not isinstance(doc, dict) or doc.get("schema") != EXPORT_SCHEMA or not isinstance(doc.get("rows"), list):
         raise LedgerError(f"not an exported run (schema {EXPORT_SCHEMA})")
-    run_id = str(doc.get("run_id"))
-    try:
-        rows = [chain.ChainRow(r["table"], r["key"], r["values"], r.get("prev_hash"), r.get("row_hash"))
-                for r in doc["rows"]]
-    except (KeyError, TypeError):
-        raise LedgerError("exported run: every row needs table, key, values, prev_hash and row_hash") from None
-    head = doc.get("head") or {}
-    breaks = chain.check(run_id, rows, (head["seq"], head["hash"]) if isinstance(head.get("seq"), int) else None)
+    run_id = doc.get("run_id")
+    if not isinstance(run_id, str):
+        raise LedgerError("exported run: `run_id` is not a string")
+    rows = []
+    for n, r in enumerate(doc["rows"]):
+        if (not isinstance(r, dict) or not isinstance(r.get("table"), str) or not isinstance(r.get("key"), str)
+                or not isinstance(r.get("values"), dict)
+                or not all(isinstance(r.get(h), str | None) for h in ("prev_hash", "row_hash"))):
+            raise LedgerError(f"exported run: row {n} needs table, key (strings), values (a mapping), prev_hash "
+                              "and row_hash (strings)")
+        rows.append(chain.ChainRow(r["table"], r["key"], r["values"], r.get("prev_hash"), r.get("row_hash")))
+    head = doc.get("head")
+    claimed = (head.get("seq"), head.get("hash")) if isinstance(head, dict) else (None, None) if head else None
+    breaks = chain.check(run_id, rows, claimed, head_expected=True)
     return {"schema": "archprobe.eval-verify/1", "ok": not breaks, "runs": [
         {"run_id": run_id, "rows": len(rows), "head": chain.head_of(run_id, rows), "ok": not breaks,
          "breaks": breaks}]}

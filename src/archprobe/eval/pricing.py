@@ -52,7 +52,7 @@ def parse_price(spec: str | None, model: str | None = None) -> Price | None:
     """`input=3/M,output=15/M`, or a path to a YAML file (flat, or keyed by model name)."""
     if not spec:
         return None
-    if "=" not in spec and Path(spec).is_file():
+    if "=" not in spec and Path(spec).exists():   # a FIFO or folder is refused by the reader, not parsed
         return _from_yaml(Path(spec), model)
     fields = {}
     for part in spec.split(","):
@@ -71,12 +71,9 @@ def _from_fields(fields: dict, where: str, source: str) -> Price:
 
 
 def _from_yaml(path: Path, model: str | None) -> Price:
-    import yaml
+    from archprobe.formats import structured
 
-    try:
-        doc = yaml.safe_load(path.read_text(errors="replace")[:1_000_000])
-    except yaml.YAMLError as exc:
-        raise ArchprobeError(f"{path}: not valid YAML ({str(exc)[:120]})") from None
+    doc = structured.load_yaml(str(path), "the price file")
     if not isinstance(doc, dict):
         raise ArchprobeError(f"{path}: a price file is a mapping")
     if "input" not in doc and model is not None:

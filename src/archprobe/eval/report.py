@@ -28,12 +28,15 @@ def build_report(ledger: Ledger, run_id: str, ci: str = "auto", other_ledgers: l
 
     outcomes = dict.fromkeys(OUTCOMES, 0)
     for r in rows:
-        if r.outcome:
+        if r.outcome in outcomes:   # a row edited to another word is not counted (verify names it)
             outcomes[r.outcome] += 1
     per_task, scored_by_task, split = [], [], {"unassisted": [0, 0], "assisted": [0, 0]}
     unsettled = 0
+    by_task: dict[str, list] = {}
+    for s in slots:   # grouped once: a scan per task was O(tasks x slots) (100k tasks: 235 s)
+        by_task.setdefault(s.task_id, []).append(s)
     for tid in task_ids:
-        mine = [s for s in slots if s.task_id == tid]
+        mine = by_task.get(tid, [])
         finals = [s.chain[-1] for s in mine if s.settled(max_retries)]
         unsettled += sum(1 for s in mine if not s.settled(max_retries))
         scored = [f for f in finals if f.outcome in ("pass", "fail")]

@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote
 
 from archprobe.eval.attempt import ATTEMPT_HEADER, JUDGE_MARKER
 from archprobe.eval.scorers import DEFAULT_REFUSAL_PATTERNS
@@ -134,7 +135,8 @@ class StandinServer:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._json(404, {"error": {"message": "not found"}})
                     return
-                key = self.headers.get(ATTEMPT_HEADER) or server.anonymous_key(body)
+                key = self.headers.get(ATTEMPT_HEADER)
+                key = unquote(key) if key else server.anonymous_key(body)   # client.header_value encodes
                 b = server.behaviour
                 text = _last_user(body.get("messages") or [])
                 if text.startswith(JUDGE_MARKER):     # acting as a refusal judge: a fixed pattern rule

@@ -7,7 +7,6 @@ instructions, the same targets and the same starting files; the hash says so wit
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +18,7 @@ BUILTIN = Path(__file__).parent / "builtin"
 # the built-in sets: a quick chat smoke set, agentic repository tasks with hidden tests, a refusal set
 BUILTIN_SETS = {"builtin": BUILTIN, "builtin-agentic": BUILTIN / "agentic", "builtin-refusal": BUILTIN / "refusal"}
 MAX_TASKS_BYTES = 64 * 1024 * 1024
+MAX_TASK_TIMEOUT_S = 7 * 24 * 3600
 
 
 class TaskSetError(ArchprobeError):
@@ -72,15 +72,16 @@ def load_task_set(spec: str | Path) -> TaskSet:
     root = BUILTIN_SETS.get(str(spec)) or Path(spec)
     if root.is_file():
         root = root.parent
+    from archprobe.formats import jsontext, structured
+
     jsonl = root / "tasks.jsonl"
-    if not jsonl.is_file():
+    if not jsonl.exists():
         raise TaskSetError(f"{root}: no tasks.jsonl here", hint="a task set is a folder with tasks.jsonl; "
                            "or use `builtin`")
-    raw = jsonl.read_bytes()
-    if len(raw) > MAX_TASKS_BYTES:
-        raise TaskSetError(f"{jsonl}: {len(raw):,} bytes is more than a task file should hold")
-    tasks = [_parse_task(root, jsonl, n, line) for n, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1)
-             if line.strip()]
+    # capped before it is read (a FIFO refused); the parse cost of all lines together bounded at once
+    raw = structured.read_bytes(str(jsonl), MAX_TASKS_BYTES, "the task file", TaskSetError)
+    jsontext.check_cost(raw, str(jsonl), "the task file", TaskSetError)
+    tasks = [_parse_task(root, jsonl, n, line) for n, line in enumerate(raw.splitlines(), 1) if line.strip()]
     if not tasks:
         raise TaskSetError(f"{jsonl}: no tasks")
     seen: set[str] = set()
@@ -103,12 +104,14 @@ def task_set_hash(tasks_jsonl: bytes, tasks: list[Task]) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def _parse_task(root: Path, jsonl: Path, lineno: int, line: str) -> Task:
+def _parse_task(root: Path, jsonl: Path, lineno: int, line: bytes) -> Task:
+    from archprobe.formats import structured
+
     where = f"{jsonl}:{lineno}"
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise TaskSetError(f"{where}: not JSON ({exc.msg})") from None
+        obj = structured.parse_json(line, where, "the line", TaskSetError, want=None)
+    except TaskSetError as exc:
+        raise TaskSetError(exc.message.replace("the line is not valid JSON", "not JSON")) from None
     if not isinstance(obj, dict):
         raise TaskSetError(f"{where}: a task is a JSON object")
     task_id = obj.get("id")
@@ -138,15 +141,17 @@ def _parse_task(root: Path, jsonl: Path, lineno: int, line: str) -> Task:
     if not (isinstance(protected, list) and all(isinstance(p, str) for p in protected)):
         raise TaskSetError(f"{where}: `protected` must be a list of paths")
     if scorer == "regex":
-        import re
+        import regex as engine  # the engine the scorer runs it with (scorers.py)
 
         try:
-            re.compile(str(obj.get("target")))
-        except re.error as exc:
+            engine.compile(str(obj.get("target")))
+        except engine.error as exc:
             raise TaskSetError(f"{where}: the regex target does not compile ({exc})") from None
     timeout = obj.get("timeout_s")
-    if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
-        raise TaskSetError(f"{where}: `timeout_s` must be a positive number")
+    if timeout is not None and not (isinstance(timeout, int | float) and not isinstance(timeout, bool)
+                                    and 0 < timeout <= MAX_TASK_TIMEOUT_S):
+        raise TaskSetError(f"{where}: `timeout_s` must be a positive number of seconds, at most "
+                           f"{MAX_TASK_TIMEOUT_S:,}")
     return Task(id=str(task_id), messages=tuple(messages), scorer=scorer, target=obj.get("target"),
                 reference=obj.get("reference"), repo=repo, test_command=obj.get("test_command"),
                 agent_command=obj.get("agent_command"), timeout_s=timeout, repo_hash=repo_hash,

@@ -36,6 +36,15 @@ def _finite_float(text: str) -> float:
     return value
 
 
+MAX_DIGITS = 100   # an integer longer than this is no size, count or id (and costs quadratic time to convert)
+
+
+def _short_int(text: str) -> int:
+    if len(text) > MAX_DIGITS:
+        raise _Refused(f"an integer of {len(text):,} digits")
+    return int(text)
+
+
 def _unique_keys(pairs: list) -> dict:
     out = dict(pairs)
     if len(out) != len(pairs):
@@ -120,6 +129,14 @@ def check_cost(raw: bytes, where: str, what: str, error=CheckpointError) -> None
 
 def load_strict(raw: bytes, where: str, what: str, limit: int | None = None) -> dict:
     """A JSON object from `raw`; any of the module docstring's problems is one CheckpointError."""
+    doc = parse(raw, where, what, limit)
+    if not isinstance(doc, dict):
+        raise CheckpointError(where, f"{what} is a JSON {type(doc).__name__}, not an object")
+    return doc
+
+
+def parse(raw: bytes, where: str, what: str, limit: int | None = None):
+    """Any JSON value from `raw`, parsed as strictly as load_strict."""
     limit = cap("MAX_CONFIG_BYTES") if limit is None else limit
     if len(raw) > limit:
         raise CheckpointError(where, f"{what} is {len(raw):,} bytes, over the {limit:,}-byte cap")
@@ -127,7 +144,7 @@ def load_strict(raw: bytes, where: str, what: str, limit: int | None = None) -> 
     max_depth = cap("MAX_JSON_DEPTH")
     try:
         doc = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant,
-                         parse_float=_finite_float)
+                         parse_float=_finite_float, parse_int=_short_int)
     except _Refused as exc:
         raise CheckpointError(where, f"{what} is refused: {exc}") from None
     except RecursionError:
@@ -135,8 +152,6 @@ def load_strict(raw: bytes, where: str, what: str, limit: int | None = None) -> 
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, int digit limit, bad UTF-8
         msg = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
         raise CheckpointError(where, f"{what} is not valid JSON ({msg})") from None
-    if not isinstance(doc, dict):
-        raise CheckpointError(where, f"{what} is a JSON {type(doc).__name__}, not an object")
     if _depth(doc, max_depth) > max_depth:
         raise CheckpointError(where, f"{what} nests deeper than {max_depth} levels")
     return doc
@@ -158,3 +173,28 @@ def load_fast(raw: bytes, where: str, what: str, limit: int) -> dict:
     if not isinstance(doc, dict):
         raise CheckpointError(where, f"{what} is a JSON {type(doc).__name__}, not an object")
     return doc
+
+
+def finite_only(doc, path: str = "", found: list | None = None):
+    """`doc` with every NaN / infinity replaced by None, and where each was: [(path, "nan"|"inf"|"-inf")]."""
+    found = [] if found is None else found
+    if isinstance(doc, float):
+        if math.isfinite(doc):
+            return doc, found
+        found.append((path or ".", "nan" if doc != doc else ("inf" if doc > 0 else "-inf")))
+        return None, found
+    if isinstance(doc, dict):
+        return {k: finite_only(v, f"{path}.{k}" if path else str(k), found)[0] for k, v in doc.items()}, found
+    if isinstance(doc, list | tuple):
+        return [finite_only(v, f"{path}.{i}" if path else str(i), found)[0] for i, v in enumerate(doc)], found
+    return doc, found
+
+
+def dumps(doc, indent: int | None = 2) -> str:
+    """Strict JSON text of a document archprobe writes (every `--json`, every file): a non-finite number
+    (a layer that went NaN, a sum that overflowed) is written as null, and a top-level `non_finite`
+    mapping says which fields were and what they held, so a strict reader (ours included) reads it."""
+    clean, found = finite_only(doc)
+    if found and isinstance(clean, dict):
+        clean["non_finite"] = dict(found[:10_000])
+    return json.dumps(clean, indent=indent, default=str, allow_nan=False)

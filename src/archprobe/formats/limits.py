@@ -19,6 +19,9 @@ environment variable of the same name prefixed `ARCHPROBE_` (tests use small one
 | MAX_JSON_COST                    | 256 MB   | estimated memory of one parsed JSON document (formats/jsontext.py) |
 | MAX_JSON_DEPTH                   | 64       | nesting of config/index JSON                             |
 | MAX_SHARDS                       | 100,000  | shard files of one checkpoint                            |
+| MAX_STRUCTURED_BYTES             | 256 MB   | a claim, export or Inspect log (formats/structured.py)   |
+| MAX_ARCHIVE_BYTES                | 256 MB   | a zip (Inspect .eval), all members inflated              |
+| MAX_ARCHIVE_MEMBERS              | 100,000  | members of one zip                                       |
 | REQUEST_DEADLINE_S               | 120      | one HTTP request, start to last byte (not per read)      |
 | DEADLINE_S                       | 900      | all network reads of one command; reading a source (local too) |
 | MAX_PACKAGE_INDEX_BYTES          | 32 MB    | one package-index page (PEP 691 JSON / PEP 503 HTML / JSON API) |
@@ -80,6 +83,9 @@ _DEFAULTS: dict[str, float] = {
     "MAX_JSON_COST": 256 * 1024 * 1024,
     "MAX_JSON_DEPTH": 64,
     "MAX_SHARDS": 100_000,
+    "MAX_STRUCTURED_BYTES": 256 * 1024 * 1024,
+    "MAX_ARCHIVE_BYTES": 256 * 1024 * 1024,
+    "MAX_ARCHIVE_MEMBERS": 100_000,
     "REQUEST_DEADLINE_S": 120.0,
     "DEADLINE_S": 900.0,
     "MAX_PACKAGE_INDEX_BYTES": 32 * 1024 * 1024,

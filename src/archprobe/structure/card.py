@@ -102,6 +102,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any
@@ -404,7 +405,9 @@ class Card:
         return _from_plain(cls, data, "")
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1)
+        from archprobe.formats.jsontext import dumps
+
+        return dumps(self.to_dict(), indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> Card:
@@ -430,39 +433,19 @@ class Card:
 
 
 def load_card(path: str) -> Card:
-    """A card from a .yaml/.yml/.json file (one-line CardError when unreadable or malformed). Read
-    through the guarded reader (a regular file: a FIFO is refused, not waited on; capped; JSON strict,
-    with its depth and memory-cost caps; YAML nesting capped)."""
-    import os
-
-    from archprobe.errors import CheckpointError
-    from archprobe.formats.jsontext import load_strict, nesting_problem
-    from archprobe.formats.localfiles import read_capped
+    """A card from a .yaml/.yml/.json file (one-line CardError when unreadable or malformed), read through
+    formats/structured.py: a regular file (a FIFO is refused, not waited on), capped before it is read,
+    JSON strict with its depth and memory-cost caps, YAML with duplicate keys, long integers, non-JSON
+    types and alias bombs refused."""
+    from archprobe.formats import structured
 
     # YAML: PyYAML builds ~175x its bytes of nodes (585 KB: 102 MB with libyaml, 194 MB and 28 s without);
     # a card is ~40 KB, so 256 KB is room enough and costs at most ~45 MB
-    limit = 64 * 1024 * 1024 if path.endswith(".json") else 256 * 1024
+    if path.endswith(".json"):
+        data = structured.load_json(path, "the card", CardError, limit=64 * 1024 * 1024)
+    else:
+        data = structured.load_yaml(path, "the card", CardError)
     try:
-        raw = read_capped(os.path.dirname(os.path.abspath(path)), path, limit, "the card")
-        if path.endswith(".json"):
-            return Card.from_dict(load_strict(raw, path, "the card", limit))
-        text = raw.decode("utf-8")
-    except CheckpointError as exc:
-        raise CardError(exc.message) from None
-    except UnicodeDecodeError:
-        raise CardError(f"{path}: the card is not UTF-8 text") from None
-    try:
-        import yaml
-
-        try:
-            data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
-        except yaml.YAMLError as exc:
-            raise CardError(f"card is not valid YAML ({str(exc).splitlines()[0][:100]})") from None
-        except RecursionError:
-            raise CardError("the card nests too deeply") from None
-        problem = nesting_problem(data)
-        if problem:
-            raise CardError(f"the card {problem}")
         return Card.from_dict(data)
     except CardError as exc:
         raise CardError(f"{path}: {exc.message}") from None
@@ -529,6 +512,9 @@ def _from_plain(cls: type, data: Any, path: str) -> Any:
     return cls(**kwargs)
 
 
+MAX_CARD_INT = 2**48   # no width, count or length of a model comes near; past it, float math goes inexact
+
+
 def _convert(hint: Any, value: Any, path: str) -> Any:
     """A plain (YAML/JSON) value converted to the annotated type, with a one-line error naming `path`."""
     if hint is None or hint is Any:
@@ -541,6 +527,8 @@ def _convert(hint: Any, value: Any, path: str) -> Any:
         inner = [a for a in args if a is not type(None)]
         return _convert(inner[0], value, path) if len(inner) == 1 else value
     if dataclasses.is_dataclass(hint):
+        if isinstance(value, hint):   # a whole sub-object the derived card left empty (layer_rope, shared)
+            return value
         return _from_plain(hint, value, path)
     if origin is list:
         if not isinstance(value, list):
@@ -558,11 +546,16 @@ def _convert(hint: Any, value: Any, path: str) -> Any:
         return value
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise CardError(f"card field {path!r}: expected an integer, got {value!r:.60}")
+            raise CardError(f"card field {path!r}: expected an integer, got {str(value)[:60]!r}")
+        if abs(value) > MAX_CARD_INT:
+            raise CardError(f"card field {path!r}: an integer of {len(format(value, 'x')) * 1.2:.0f} digits is out of "
+                            f"range (at most {MAX_CARD_INT:,})")
         return value
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise CardError(f"card field {path!r}: expected a number, got {value!r:.60}")
+            raise CardError(f"card field {path!r}: expected a number, got {str(value)[:60]!r}")
+        if isinstance(value, int) and abs(value) > MAX_CARD_INT or not math.isfinite(value):
+            raise CardError(f"card field {path!r}: expected a finite number in range")
         return float(value)
     if hint is str:
         if not isinstance(value, str):

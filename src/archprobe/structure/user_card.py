@@ -48,10 +48,68 @@ def apply_user_card(derived: Card, user: Card, d) -> Card:
         if parts[0] == "layers" and len(parts) >= 3 and parts[2] in ("mixer", "ffn") and parts[-1] == "kind":
             raise CardError(f"card field {path!r} = {value!r}: the kind is read from the tensors "
                             f"({derived.get(path)!r}); fix the hyperparameters instead")
+        _check_value(path, value)
         derived.set(path, value, "user")
         derived.origins.update({k: v for k, v in user.origins.items() if v == "user" and k not in derived.origins})
     check_against_shapes(derived, d)
+    _check_changed_against_tensors(derived, d, {p for p, _ in changes})
     return derived
+
+
+# integer fields where 0 means something (no rope part, no shared expert, a flag, a position)
+ZERO_OK = {"rope_dim", "nope_dim", "a_log_stored", "index", "count"}
+
+
+def _check_value(path: str, value) -> None:
+    """What the config checks for a config value, for a value the user set: every count, width and
+    length is a positive integer (a few may be 0), every number finite. A sub-object (a Rope, a
+    Shared) is checked field by field."""
+    import math
+
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            _check_value(f"{path}.{f.name}", getattr(value, f.name))
+        return
+    leaf = path.rpartition(".")[2]
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int):
+        low = 0 if leaf in ZERO_OK else 1
+        if value < low:
+            raise CardError(f"card field {path!r} = {value}: must be {'non-negative' if low == 0 else 'positive'}")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise CardError(f"card field {path!r} = {value}: must be a finite number")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_value(f"{path}.{i}", v)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_value(f"{path}.{k}", v)
+
+
+def _check_changed_against_tensors(card: Card, d, changed: set[str]) -> None:
+    """A value the user changed, checked against the tensor that shows it: the vocabulary against the
+    embedding (and the head), the layer count against the layers the weights have, a dense FFN's width
+    against its projections."""
+    if "vocab_size" in changed and card.vocab_size:
+        for role in ("embed", "lm_head"):
+            t = _shape(d, card, role)
+            if t and card.vocab_size not in t[0]:
+                raise CardError(f"card field 'vocab_size' = {card.vocab_size} does not match tensor {t[1]!r} "
+                                f"{list(t[0])}")
+    if "num_layers" in changed and card.num_layers is not None and card.num_layers != len(card.layers):
+        raise CardError(f"card field 'num_layers' = {card.num_layers}: the checkpoint's tensors have "
+                        f"{len(card.layers)} layers")
+    for i, layer in enumerate(card.layers):
+        fp = f"layers.{i}.ffn"
+        if f"{fp}.width" not in changed or not layer.ffn.width:
+            continue
+        for role, name in card.tensors.items():
+            if role.startswith(fp + ".") and role.rsplit(".", 1)[1] in ("up", "gate", "down", "gate_up"):
+                t = _shape(d, card, role)
+                w = layer.ffn.width
+                if t and w not in t[0] and 2 * w not in t[0]:
+                    raise CardError(f"card field '{fp}.width' = {w} does not match tensor {name!r} {list(t[0])}")
 
 
 def _shape(d, card: Card, role: str) -> tuple[tuple[int, ...], str] | None:

@@ -42,7 +42,9 @@ def scrape(url: str, timeout_s: float = 10.0) -> list[tuple[str, float, dict]]:
                 if not math.isfinite(value) or value < 0:   # a NaN or negative counter is no usage number
                     continue
                 model = str(sample.labels.get("model_name", ""))[:200]
-                totals[(name, model)] = totals.get((name, model), 0.0) + value
+                totals[(name, model)] = total = totals.get((name, model), 0.0) + value
+                if not math.isfinite(total):
+                    raise SourceError(f"{_show(url)}: {name[:80]} sums past the largest number; refused")
                 if len(totals) > MAX_SERIES:
                     raise SourceError(f"{_show(url)}: over {MAX_SERIES:,} metric series; refused")
     except (ValueError, TypeError, KeyError, IndexError) as exc:

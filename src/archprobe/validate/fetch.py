@@ -20,7 +20,9 @@ INDEX = "model.safetensors.index.json"
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("ARCHPROBE_CACHE") or Path.home() / ".cache" / "archprobe") / "validate"
+    from archprobe.demo import cache_dir
+
+    return cache_dir() / "validate"
 
 
 def fetch_layers(source: str, n_layers_needed, progress=None) -> tuple[str, dict]:

@@ -67,24 +67,54 @@ def _cpu_identity() -> str:
     return "\n".join(parts)
 
 
+MAX_TOOL_OUTPUT = 64 * 1024     # what is kept of a compiler's stdout / stderr
+MAX_LIBRARY_BYTES = 64 << 20    # a built or cached library larger than this is not loaded
+
+
+def _cap_file_size() -> None:
+    """In the compiler's process, before exec: no file it writes (its output, the library) may grow past
+    MAX_LIBRARY_BYTES, so a CC that prints for ever is stopped by SIGXFSZ, not by a full disk."""
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_LIBRARY_BYTES + 1, MAX_LIBRARY_BYTES + 1))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
 def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess | str:
-    """cmd's result, or why it did not finish; on a timeout the whole process group (the compiler's own
-    children too) is killed."""
+    """cmd's result, or why it did not finish. Its output goes to files, not pipes, and only the first
+    MAX_TOOL_OUTPUT bytes of each are read: a CC that prints for ever fills a file under a time bound,
+    not our memory, and a helper it left behind holding the output cannot keep us waiting for an end of
+    file. On a timeout the whole process group (the compiler's own children too) is killed."""
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+        out, err = tempfile.TemporaryFile(dir=_process_dir()), tempfile.TemporaryFile(dir=_process_dir())
     except OSError as e:
-        return f"{shlex.join(cmd[:1])} failed to run: {e.strerror or e}"
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+        return f"no room to run {shlex.join(cmd[:1])}: {e.strerror or e}"
+    with out, err:
         try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+                                    preexec_fn=_cap_file_size)
+        except OSError as e:
+            return f"{shlex.join(cmd[:1])} failed to run: {e.strerror or e}"
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            proc.wait()
+            return f"{shlex.join(cmd[:1])} did not finish in {timeout:.0f} s"
+        try:   # a helper that outlived it may still write: the process group goes with the compiler
             os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
             pass
-        proc.communicate()
-        return f"{shlex.join(cmd[:1])} did not finish in {timeout:.0f} s"
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+        texts = []
+        for f in (out, err):
+            f.seek(0)
+            texts.append(f.read(MAX_TOOL_OUTPUT).decode(errors="replace"))
+    return subprocess.CompletedProcess(cmd, proc.returncode, *texts)
 
 
 @functools.cache
@@ -131,10 +161,11 @@ def _make_private_dirs(d: Path) -> None:
 def _cache_dirs() -> list[Path]:
     """Where a library may be cached, best first: the user's cache directory, then one in the temp dir
     named for this user; each only if it is private (`_open_dir`)."""
-    home = os.path.expanduser("~")
-    base = os.environ.get("XDG_CACHE_HOME") or (os.path.join(home, ".cache") if not home.startswith("~") else "")
+    from archprobe.cachedir import cache_root
+
+    root = cache_root()
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    candidates = ([Path(base) / "archprobe" / "native"] if os.path.isabs(base) else []) + \
+    candidates = ([root / "native"] if root is not None else []) + \
         [Path(tempfile.gettempdir()) / f"archprobe-native-{uid}"]
     dirs = []
     for d in candidates:
@@ -162,7 +193,7 @@ def _read_private(dir_fd: int, name: str) -> bytes | None:
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or not _owned_privately(st) or st.st_size > 64 << 20:
+        if not stat.S_ISREG(st.st_mode) or not _owned_privately(st) or st.st_size > MAX_LIBRARY_BYTES:
             return None
         with os.fdopen(os.dup(fd), "rb") as f:
             return f.read()
@@ -252,6 +283,9 @@ def _build(name: str, source: bytes, cc: list[str], version: str) -> Path | str:
             if "did not finish" in built or "failed to run" in built or "no room" in built:
                 return built          # the compiler or the disk, not the flags: no second flag set
             continue
+        checked = _load_check(name, built)
+        if isinstance(checked, str):
+            return checked            # never cached: a later process would load it and fail the same way
         data = built.read_bytes()
         for d in dirs:                # cache it for later processes; a cache that cannot take it is skipped
             try:
@@ -263,6 +297,24 @@ def _build(name: str, source: bytes, cc: list[str], version: str) -> Path | str:
                 continue
         return built
     return last
+
+
+def _load_check(name: str, built: Path) -> ctypes.CDLL | str:
+    """The fresh library loaded, with its symbols; or why not (too large, unloadable, symbols missing)."""
+    try:
+        size = built.stat().st_size
+    except OSError as e:
+        return f"the built library cannot be read: {e.strerror or e}"
+    if size > MAX_LIBRARY_BYTES:
+        return f"the built library is {size:,} bytes, over the {MAX_LIBRARY_BYTES:,}-byte cap"
+    try:
+        lib = ctypes.CDLL(str(built))
+    except OSError as e:
+        return f"could not load {built.name}: {str(e)[:200]}"
+    missing = [s for s in SYMBOLS.get(name, ()) if not hasattr(lib, s)]
+    if missing:
+        return f"{built.name} lacks {', '.join(missing)}"
+    return lib
 
 
 @functools.cache
@@ -286,14 +338,8 @@ def _load_or_raise(name: str) -> ctypes.CDLL | None:
     built = _build(name, source, cc, version.stdout)
     if isinstance(built, str):
         return _unavailable(name, built)
-    try:
-        lib = ctypes.CDLL(str(built))
-    except OSError as e:
-        return _unavailable(name, f"could not load {built.name}: {e}")
-    missing = [s for s in SYMBOLS.get(name, ()) if not hasattr(lib, s)]
-    if missing:
-        return _unavailable(name, f"{built.name} lacks {', '.join(missing)}")
-    return lib
+    lib = _load_check(name, built)
+    return _unavailable(name, lib) if isinstance(lib, str) else lib
 
 
 def _unavailable(name: str, reason: str) -> None:
