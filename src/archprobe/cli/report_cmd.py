@@ -36,7 +36,9 @@ def report(source: SourceArg = None,
     if fmt not in ("html", "md"):
         raise ArchprobeError(f"--format {fmt!r}: html or md")
     context = str(options.tokens(context, "--context"))
-    budget = f"{options.size(budget, '--budget')}B" if budget else None
+    from archprobe.memory.sizing import parse_budget
+
+    budget = f"{parse_budget(budget)[1]}B" if budget else None     # 8x141GB: each device's 141GB
     out = options.writable_file(out or f"report.{fmt}", "--out")
     with shard_progress(not no_progress and not json_out) as progress:
         data = collect(source, context=context, batch=batch, budget=budget, run_validate=run_validate,
