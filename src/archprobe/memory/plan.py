@@ -44,7 +44,8 @@ def parse_tokens(text: str | int) -> int:
 def parse_bytes(text: str) -> int:
     """'80GB' -> 80e9 bytes, '80GiB' -> 80 * 2^30."""
     t = str(text).strip()
-    units = {"tib": 2**40, "gib": 2**30, "mib": 2**20, "tb": 10**12, "gb": 10**9, "mb": 10**6, "b": 1}
+    units = {"tib": 2**40, "gib": 2**30, "mib": 2**20, "kib": 2**10, "tb": 10**12, "gb": 10**9, "mb": 10**6,
+             "kb": 10**3, "b": 1}
     for u, m in units.items():
         if t.lower().endswith(u):
             try:
