@@ -125,11 +125,18 @@ def _list_gpus(json_out: bool) -> None:
 
 
 def plots_for(doc, contexts, batch, opts):
+    """Plans on a grid of contexts (at least 16 points, from 1/64 of a single context up), all on the layout the
+    largest context was sized on."""
     from archprobe.memory.sizing import sizing_document
 
-    if len(contexts) >= 4:
-        grid = contexts
-    else:
-        lo, hi = min(contexts), max(contexts)
-        grid = sorted({*contexts, *[int(lo * (hi / lo) ** (i / 15)) for i in range(16)]}) if hi > lo else contexts
-    return [sizing_document(doc, c, batch, **opts) for c in grid]
+    lo, hi = min(contexts), max(contexts)
+    if lo == hi:
+        lo = max(1, hi // 64)
+    last = sizing_document(doc, hi, batch, **opts)
+    fixed = dict(opts)
+    if not (opts.get("tp") or opts.get("pp") or opts.get("dp")):
+        lay = last["layout"]
+        fixed.update(devices=last["devices"], tp=lay["tp"], pp=lay["pp"], dp=lay["dp"])
+    grid = contexts if len(contexts) >= 4 else sorted({*contexts, *[int(lo * (hi / lo) ** (i / 15))
+                                                                    for i in range(16)]})
+    return [sizing_document(doc, c, batch, **fixed) for c in grid]
