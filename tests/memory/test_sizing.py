@@ -99,3 +99,38 @@ def test_tradeoffs_by_hand_k3(k3):
     kda = rows["KDA"]
     assert kda["numbers"]["kda_state_bytes"] == KDA_STATE
     assert f"{KDA_STATE / MLA_TOKEN:,.0f}" in kda["break_even"]    # 5,653 tokens
+
+
+def test_tradeoffs_by_hand_nemotron_latent_moe(tmp_path):
+    """Nemotron-3 Super's LatentMoE shape (non-gated ReLU^2 experts, latent routed in hidden space), saved by our
+    own reference decoder: H 64, latent 32, 8 experts of width 32, top-2, float32."""
+    torch = pytest.importorskip("torch")
+    from archprobe.nn.decoder import HybridDecoder, tiny_nemotron_latent
+    from tests.support.decoder_ckpt import save_decoder
+
+    torch.manual_seed(0)
+    doc = inspect_checkpoint(save_decoder(HybridDecoder(tiny_nemotron_latent()), tmp_path))
+    row = next(r for r in tradeoffs(doc, 4096) if r["name"].startswith("LatentMoE"))
+    n = row["numbers"]
+    H, lat, w, E, k, m, b = 64, 32, 32, 8, 2, 2, 4
+    assert n["params_latent_per_layer"] == E * m * lat * w + 2 * H * lat == 20480
+    assert n["params_token_space_per_layer"] == E * m * H * w == 32768
+    assert n["flops_per_token_latent"] == n["flops_per_token_token_space"] == 2 * k * m * H * w   # exactly even
+    assert n["expert_bytes_per_token_latent_B1"] == k * m * lat * w * b + 2 * H * lat * b == 32768
+    assert n["expert_bytes_per_token_token_space_B1"] == k * m * H * w * b
+    assert "= 2 (here top_k 2)" in row["break_even"] and "from batch 1 on" in row["break_even"]
+
+
+def test_engine_rules_change_the_answer(k3):
+    T = 131072
+    v = sizing_document(k3, T, 1, gpu="h200", devices=16, engine_name="vllm", engine_opts={"block_size": 256})
+    assert any("block_size 256 (given)" in a for a in v["assumptions"])
+    assert v["cache_by_layer_type"]["mla"] == MLA_LAYERS * MLA_TOKEN * T                 # 128k is whole pages
+    odd = sizing_document(k3, T + 1, 1, gpu="h200", devices=16, engine_name="vllm", engine_opts={"block_size": 256})
+    per_rank_mla = odd["per_device"][0]["cache_bytes"] - v["per_device"][0]["cache_bytes"]
+    assert per_rank_mla == 11 * MLA_TOKEN * 256           # stage 0 (layers 0-46) has 11 MLA layers: one more page each
+    assert v["per_device"][0]["overhead_bytes"] > 0               # the CUDA-graph pool
+    s = sizing_document(k3, T, 1, gpu="h200", devices=16, engine_name="sglang")
+    assert s["usable_device_bytes"] == int(0.88 * 141 * 2 ** 30) and s["engine"]["name"] == "sglang"
+    busy = max(s["per_device"], key=lambda r: r["peak_bytes"])
+    assert s["fits"] == (busy["weights_bytes"] + busy["cache_bytes"] <= s["usable_device_bytes"])

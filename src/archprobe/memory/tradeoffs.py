@@ -25,12 +25,13 @@ def latent_moe(card, doc: dict | None = None) -> dict | None:
     H, lat, w, E, k = card.hidden_size, f.latent_size, f.expert_width, f.num_experts, f.top_k or 1
     mats = 3 if f.gated is not False else 2
     n = sum(1 for layer in card.layers if layer.ffn.kind == "latent_moe")
-    eb = 2.0                                      # expert bytes / parameter: the stored ratio where known
+    eb = pb = 2.0                 # bytes / parameter of experts and projections: the stored ratios where known
     if doc:
         comps, params = doc["params"].get("stored_bytes_by_component", {}), doc["params"]["by_component"]
         if params.get("routed_experts"):
             eb = comps.get("routed_experts", 0) / params["routed_experts"] or 2.0
-    pb = 2.0
+        if params.get("latent_projections"):
+            pb = comps.get("latent_projections", 0) / params["latent_projections"] or 2.0
     lat_params = E * mats * lat * w + 2 * H * lat
     tok_params = E * mats * H * w
     lat_flops = 2 * (k * mats * lat * w + 2 * H * lat)
@@ -38,7 +39,7 @@ def latent_moe(card, doc: dict | None = None) -> dict | None:
     numbers = {"layers": n, "hidden": H, "latent": lat, "experts": E, "top_k": k, "expert_width": w,
                "params_latent_per_layer": lat_params, "params_token_space_per_layer": tok_params,
                "flops_per_token_latent": lat_flops, "flops_per_token_token_space": tok_flops,
-               "expert_bytes_per_param": round(eb, 4)}
+               "expert_bytes_per_param": round(eb, 4), "projection_bytes_per_param": round(pb, 4)}
     for B in BATCHES:
         t = experts_touched(E, k, B)
         numbers[f"expert_bytes_per_token_latent_B{B}"] = (t * mats * lat * w * eb + 2 * H * lat * pb) / B
