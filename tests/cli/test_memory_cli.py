@@ -58,3 +58,15 @@ def test_memory_sizing_bad_input_one_line(tmp_path):
         r = run("memory", *args, env=env)
         assert r.returncode == 2 and text in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert "Traceback" not in r.stderr
+
+
+def test_report_takes_the_sizing_options(tmp_path):
+    env = {"ARCHPROBE_CACHE": str(tmp_path)}
+    out = tmp_path / "r.html"
+    r = run("report", "--gpu", "h200", "--engine", "vllm", "--budget", "2x80GB", "--out", str(out), "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["sizing"]["devices"] == 2 and doc["sizing"]["engine"]["name"] == "vllm"
+    assert "<section id=sizing>" in out.read_text() and "TP2" in out.read_text()
+    r = run("report", "--gpu", "h2OO", "--out", str(out), env=env)
+    assert r.returncode == 2 and "unknown device" in r.stderr
