@@ -134,3 +134,16 @@ def test_engine_rules_change_the_answer(k3):
     assert s["usable_device_bytes"] == int(0.88 * 141 * 2 ** 30) and s["engine"]["name"] == "sglang"
     busy = max(s["per_device"], key=lambda r: r["peak_bytes"])
     assert s["fits"] == (busy["weights_bytes"] + busy["cache_bytes"] <= s["usable_device_bytes"])
+
+
+def test_mtp_layers_counted_only_when_asked(tmp_path):
+    """A checkpoint with one MTP layer beside its 3 decoder layers: speculative decoding off leaves its weights
+    out (as engines do), --mtp adds them and one more layer's KV cache."""
+    from tests.structure.test_config_semantics import _write
+
+    doc = inspect_checkpoint(_write(tmp_path, {}, mtp=True))
+    mtp = doc["params"]["stored_bytes_by_component"]["mtp"]
+    off = sizing_document(doc, 1000, budget=(1, 10 ** 9))["per_device"][0]
+    on = sizing_document(doc, 1000, budget=(1, 10 ** 9), mtp=True)["per_device"][0]
+    assert on["weights_bytes"] - off["weights_bytes"] == mtp
+    assert on["cache_bytes"] == off["cache_bytes"] * 4 // 3            # 3 layers' caches + the MTP layer's
