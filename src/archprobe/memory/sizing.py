@@ -306,8 +306,11 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
     if need_search:
         n, found = smallest_deployment(sizer_for, card, context, batch)
         out["devices_needed"] = n
-        if found is not None:
-            layout = found
+        if found is None:
+            raise MemoryPlanError(f"no layout of up to 1,024 {dev.label} fits {context:,} tokens x batch {batch} "
+                                  "(TP up to 8 per node, PP beyond)",
+                                  hint="a larger device, a smaller --weight-dtype / --kv-dtype, or less --context")
+        layout = found
     sizer = sizer_for(layout)
     sized = sizer.size(context, batch)
     if "usable_device_bytes" in sized:
@@ -337,6 +340,4 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
     out["bounds"] = bounds(doc, card, context, per_seq, dev, layout, sizer.weight_scale,
                            fp8=bool(weight_dtype and "8" in weight_dtype))
     out["assumptions"] = out["assumptions"][:-1] + sizer.assumptions()
-    if need_search and out.get("devices_needed") is None:
-        out["assumptions"].append("no layout of up to 1,024 devices fits (TP up to 8 per node, PP beyond)")
     return out
