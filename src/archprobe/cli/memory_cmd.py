@@ -1,4 +1,6 @@
-"""`archprobe memory [SOURCE] --context N --batch B`: peak memory per layer type; sweeps and a plot."""
+"""`archprobe memory [SOURCE] --context N --batch B`: peak memory per layer type; sweeps and a plot; sizing on
+named devices (`--gpu h200 --devices 16`, `--budget 8x141GB`), layouts (`--tp --ep --pp --dp --dcp`), engines
+(`--engine vllm`) and design trade-offs (`--tradeoffs`)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import typer
 from archprobe.cli._common import CardOpt, JsonOpt, NoProgressOpt, load_card_opt, print_json, shard_progress
 from archprobe.cli.inspect_cmd import SourceArg
 
+_Par = Annotated[int | None, typer.Option(min=1, max=1 << 16)]
+
 
 def memory(source: SourceArg = None,
            context: Annotated[str, typer.Option("--context", "-c", help="Context length: 4096, 32k, 1M.")] = "4k",
@@ -17,63 +21,122 @@ def memory(source: SourceArg = None,
                help="Re-plan weights at this precision (bf16, fp8, mxfp4, ...); default: as stored.")] = None,
            kv_dtype: Annotated[str | None, typer.Option(help="KV/latent cache dtype (bf16, fp8); default: the "
                                                              "checkpoint's float dtype.")] = None,
-           devices: Annotated[int, typer.Option(min=1, max=1 << 20,
-                                                help="Split across N devices (tensor/expert parallel).")] = 1,
-           engine: Annotated[str | None, typer.Option(help="Engine rule: vllm (16-token blocks), llamacpp "
-                                                           "(256-cell padding), reference (eager).")] = None,
+           gpu: Annotated[str | None, typer.Option(help="A named device (h100, h200, b200, mi300x, rtx4090, ...; "
+                                                        "--list-gpus). Without --devices: the smallest count that "
+                                                        "fits.")] = None,
+           devices: Annotated[int | None, typer.Option(min=1, max=1 << 20, help="Number of devices.")] = None,
+           tp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Tensor parallel size.")] = None,
+           ep: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Expert parallel size.")] = None,
+           pp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Pipeline stages.")] = None,
+           dp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Data parallel replicas.")] = None,
+           dcp: Annotated[int | None, typer.Option(min=1, max=1 << 16,
+                                                   help="vLLM decode context parallel (divides --tp).")] = None,
+           pp_layers: Annotated[str | None, typer.Option(help="Uneven stages: layers per stage, e.g. 24,23,23,23.")
+                                ] = None,
+           engine: Annotated[str | None, typer.Option(help="Engine rules: vllm, sglang, llamacpp, reference.")] = None,
+           gpu_memory_utilization: Annotated[float | None, typer.Option(help="vLLM's share of device memory.")
+                                             ] = None,
+           block_size: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="KV page size in tokens.")] = None,
+           max_num_batched_tokens: Annotated[int | None, typer.Option(min=1, max=1 << 30)] = None,
+           max_num_seqs: Annotated[int | None, typer.Option(min=1, max=1 << 24)] = None,
+           mem_fraction_static: Annotated[float | None, typer.Option(help="SGLang's static memory share.")] = None,
+           enforce_eager: Annotated[bool, typer.Option(help="vLLM without CUDA graphs.")] = False,
+           mtp: Annotated[bool, typer.Option(help="Load the checkpoint's MTP layers (speculative decoding).")] = False,
            chunk: Annotated[int | None, typer.Option(min=1, max=1 << 40,
                                                       help="Prefill chunk in tokens (default 2048).")] = None,
            sweep: Annotated[str | None, typer.Option(help="Comma-separated contexts, e.g. 4k,32k,128k,1M.")] = None,
-           plot: Annotated[str | None, typer.Option(help="Write memory vs context per layer type to this PNG.")] = None,
-           budget: Annotated[str | None, typer.Option(help="Device memory, e.g. 80GB: draws the line and "
-                                                           "reports the largest context that fits.")] = None,
+           plot: Annotated[str | None, typer.Option(help="Write memory vs context per device to this PNG.")] = None,
+           budget: Annotated[str | None, typer.Option(help="Device memory, e.g. 80GB or 8x141GB (N devices of "
+                                                           "141GB): the largest context that fits.")] = None,
+           tradeoffs: Annotated[bool, typer.Option(help="Design trade-offs from the card (LatentMoE, MLA, KDA, "
+                                                        "AttnRes): formula, numbers, break-even.")] = False,
+           list_gpus: Annotated[bool, typer.Option(help="List the named devices with their sources.")] = False,
            json_out: JsonOpt = False, no_progress: NoProgressOpt = False, card: CardOpt = None) -> None:
-    """Will it fit? Weights + caches + activations at a context length, per layer type.
+    """Will it fit? Weights + caches + activations at a context length, per layer type and per device.
 
     Examples: archprobe memory ./Kimi-K3 --context 128k --batch 4 ;
-    archprobe memory ./model --sweep 4k,32k,128k,1M --plot mem.png --budget 80GB
+    archprobe memory ./Kimi-K3 --gpu h200 --engine vllm (how many H200s) ;
+    archprobe memory ./model --sweep 4k,32k,128k,1M --plot mem.png --budget 8x141GB
     """
 
     from archprobe.cli import options
-    from archprobe.memory.plan import ENGINES, largest_fitting_context, plan_memory
+    from archprobe.memory.engines import ENGINE_NAMES
+    from archprobe.memory.sizing import parse_budget, sizing_document
     from archprobe.structure.inspect import inspect_checkpoint
 
+    if list_gpus:
+        return _list_gpus(json_out)
     # every option checked before the checkpoint is read (cli/options.py)
     contexts = options.token_list(sweep, "--sweep") if sweep else [options.tokens(context, "--context")]
-    limit = options.size(budget, "--budget") if budget else None
+    limit = parse_budget(budget) if budget else None
     weight_dtype = options.dtype(weight_dtype, "--weight-dtype")
     kv_dtype = options.dtype(kv_dtype, "--kv-dtype")
-    engine = options.choice(engine, [e for e in ENGINES if e], "--engine")
+    engine = options.choice(engine, [*ENGINE_NAMES, "reference"], "--engine")
     engine = engine.lower() if engine else None
+    options.finite(gpu_memory_utilization, "--gpu-memory-utilization", 0.01, 1.0)
+    options.finite(mem_fraction_static, "--mem-fraction-static", 0.01, 1.0)
+    layers = options.token_list(pp_layers, "--pp-layers") if pp_layers else None
+    if gpu:
+        from archprobe.memory.devices import device
+
+        device(gpu)                                   # an unknown name fails before the checkpoint is read
     plot = options.writable_file(plot, "--plot")
     user_card = load_card_opt(card)
     with shard_progress(not no_progress and not json_out) as progress:
         doc = inspect_checkpoint(source, progress=progress, card=user_card)
-    opts = dict(batch=batch, weight_dtype=weight_dtype, kv_dtype=kv_dtype, devices=devices, engine=engine,
+    engine_opts = {k: v for k, v in dict(gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
+                                         max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+                                         mem_fraction_static=mem_fraction_static).items() if v is not None}
+    if enforce_eager:
+        engine_opts["cuda_graphs"] = False
+    if engine not in ("vllm", "sglang"):
+        engine_opts = {}
+    opts = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, gpu=gpu, devices=devices, budget=limit, tp=tp, ep=ep,
+                pp=pp, dp=dp, dcp=dcp, pp_layers=layers, engine_name=engine, engine_opts=engine_opts, mtp=mtp,
                 chunk=chunk)
-    plans = [plan_memory(doc, c, **opts) for c in contexts]
-    fits = largest_fitting_context(doc, limit, **opts) if limit else None
+    plans = [sizing_document(doc, c, batch, **opts) for c in contexts]
+    if tradeoffs:
+        from archprobe.memory.tradeoffs import tradeoffs as compute_tradeoffs
+
+        rows = compute_tradeoffs(doc, contexts[-1], batch)
+        for p in plans:
+            p["tradeoffs"] = rows
     if plot:
         from archprobe.memory.plot import plot_sweep
 
-        plot_sweep(plots_for(doc, contexts, opts), plot, limit, doc.get("model_type", ""), devices)
+        plot_sweep(plots_for(doc, contexts, batch, opts), plot, doc.get("model_type", ""))
     if json_out:
-        out = plans[0] if len(plans) == 1 else {"schema": "archprobe.memory-sweep/1", "plans": plans}
-        if limit is not None:
-            out = {**out, "budget_bytes": limit, "largest_fitting_context": fits}
-        print_json(out)
+        print_json(plans[0] if len(plans) == 1 else {"schema": "archprobe.memory-sweep/1", "plans": plans})
         return
     from archprobe.cli.render_memory import render_memory
 
-    render_memory(plans, limit, fits, plot)
+    render_memory(plans, plot)
 
 
+def _list_gpus(json_out: bool) -> None:
+    from archprobe.memory.devices import DEVICES
 
-def plots_for(doc, contexts, opts):
-    from archprobe.memory.plan import plan_memory
+    if json_out:
+        print_json({"schema": "archprobe.devices/1", "devices": [d.to_dict() for d in DEVICES.values()]})
+        return
+    from archprobe.cli.render_memory import render_devices
 
-    if len(contexts) >= 4:
-        return [plan_memory(doc, c, **opts) for c in contexts]
+    render_devices(list(DEVICES.values()))
+
+
+def plots_for(doc, contexts, batch, opts):
+    """Plans on a grid of contexts (at least 16 points, from 1/64 of a single context up), all on the layout the
+    largest context was sized on."""
+    from archprobe.memory.sizing import sizing_document
+
     lo, hi = min(contexts), max(contexts)
-    grid = sorted({*contexts, *[int(lo * (hi / lo) ** (i / 15)) for i in range(16)]}) if hi > lo else contexts
-    return [plan_memory(doc, c, **opts) for c in grid]
+    if lo == hi:
+        lo = max(1, hi // 64)
+    last = sizing_document(doc, hi, batch, **opts)
+    fixed = dict(opts)
+    if not (opts.get("tp") or opts.get("pp") or opts.get("dp")):
+        lay = last["layout"]
+        fixed.update(devices=last["devices"], tp=lay["tp"], pp=lay["pp"], dp=lay["dp"])
+    grid = contexts if len(contexts) >= 4 else sorted({*contexts, *[int(lo * (hi / lo) ** (i / 15))
+                                                                    for i in range(16)]})
+    return [sizing_document(doc, c, batch, **fixed) for c in grid]

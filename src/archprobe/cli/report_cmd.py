@@ -26,6 +26,14 @@ def report(source: SourceArg = None,
            index_url: Annotated[str | None, typer.Option("--index-url", help="Package index for --releases.",
                                                          show_default=False)] = None,
            observe_json: Annotated[str | None, typer.Option(help="Include an `observe --json` result.")] = None,
+           gpu: Annotated[str | None, typer.Option(help="A named device (memory --list-gpus): the sizing section.")
+                          ] = None,
+           devices: Annotated[int | None, typer.Option(min=1, max=1 << 20, help="Number of devices.")] = None,
+           tp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Tensor parallel size.")] = None,
+           ep: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Expert parallel size.")] = None,
+           pp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Pipeline stages.")] = None,
+           dp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Data parallel replicas.")] = None,
+           engine: Annotated[str | None, typer.Option(help="Engine rules: vllm, sglang, llamacpp.")] = None,
            json_out: JsonOpt = False, no_progress: NoProgressOpt = False, card: CardOpt = None) -> None:
     """Structure, layer plan, parameters, memory curve, adaptation and validation in one page.
 
@@ -41,13 +49,30 @@ def report(source: SourceArg = None,
     if fmt not in ("html", "md"):
         raise ArchprobeError(f"--format {fmt!r}: html or md")
     context = str(options.tokens(context, "--context"))
-    budget = f"{options.size(budget, '--budget')}B" if budget else None
+    from archprobe.memory.sizing import parse_budget
+
+    limit = parse_budget(budget) if budget else None
+    budget = f"{limit[1]}B" if limit else None     # 8x141GB: each device's 141GB on the curve
+    if engine:
+        from archprobe.memory.engines import ENGINE_NAMES
+
+        engine = options.choice(engine, ENGINE_NAMES, "--engine").lower()
+    if gpu:
+        from archprobe.memory.devices import device
+
+        device(gpu)
     out = options.writable_file(out or f"report.{fmt}", "--out")
     with shard_progress(not no_progress and not json_out) as progress:
         data = collect(source, context=context, batch=batch, budget=budget, run_validate=run_validate,
                        validate_json=validate_json, progress=progress, card=load_card_opt(card),
                        ecosystem=_ecosystem(releases or index_url is not None, index_url),
                        observe_json=observe_json)
+    if gpu or devices or tp or pp or dp or engine or (limit and limit[0] > 1):
+        from archprobe.memory.sizing import sizing_document
+
+        data["sizing"] = sizing_document(data["inspect"], int(context), batch, gpu=gpu, devices=devices,
+                                         budget=limit, tp=tp, ep=ep, pp=pp, dp=dp, engine_name=engine,
+                                         card=load_card_opt(card))
     if fmt == "html":
         from archprobe.report.html import render
     else:

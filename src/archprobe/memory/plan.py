@@ -44,7 +44,8 @@ def parse_tokens(text: str | int) -> int:
 def parse_bytes(text: str) -> int:
     """'80GB' -> 80e9 bytes, '80GiB' -> 80 * 2^30."""
     t = str(text).strip()
-    units = {"tib": 2**40, "gib": 2**30, "mib": 2**20, "tb": 10**12, "gb": 10**9, "mb": 10**6, "b": 1}
+    units = {"tib": 2**40, "gib": 2**30, "mib": 2**20, "kib": 2**10, "tb": 10**12, "gb": 10**9, "mb": 10**6,
+             "kb": 10**3, "b": 1}
     for u, m in units.items():
         if t.lower().endswith(u):
             try:
@@ -92,9 +93,13 @@ def _weights(doc: dict, weight_dtype: str | None) -> tuple[int, str]:
     return int(math.ceil(n * (b + scale))), note
 
 
-def _per_layer(card, T: int, kv_b: float, act_b: float, state_b: float, engine: str | None):
-    """(layer index, kind, bytes for one sequence) for every decoder layer, from the card's mixers."""
-    pad = {"vllm": 16, "llamacpp": 256}.get(engine or "", 1)
+def _per_layer(card, T: int, kv_b: float, act_b: float, state_b: float, engine: str | None, pad: int | None = None,
+               swa_extra_block: bool = False):
+    """(layer index, kind, bytes for one sequence) for every decoder layer, from the card's mixers.
+
+    `pad`: tokens per cache page (default: the engine's); `swa_extra_block`: a sliding-window layer holds one
+    page beyond its window (vLLM's hybrid manager)."""
+    pad = pad or {"vllm": 16, "llamacpp": 256}.get(engine or "", 1)
     known = {*KV_KINDS, "mla", "lowrank_kv", "kda", "gated_deltanet", "mamba2", "mamba", "short_conv", "lightning",
              "rg_lru", "none", "moa"}
     odd = [f"{i} ({layer.mixer.kind})" for i, layer in enumerate(card.layers) if layer.mixer.kind not in known]
@@ -109,21 +114,22 @@ def _per_layer(card, T: int, kv_b: float, act_b: float, state_b: float, engine: 
                               hint="archprobe card SOURCE -o card.yaml, fill them in, then --card card.yaml")
     rows = []
     for i, layer in enumerate(card.layers):
-        rows.append(_mixer_row(i, layer.mixer, T, pad, kv_b, act_b, state_b))
+        rows.append(_mixer_row(i, layer.mixer, T, pad, kv_b, act_b, state_b, swa_extra_block))
     for i, layer in enumerate(card.layers):       # a second mixer beside the first keeps its own state
         if layer.parallel_mixer is not None:
-            rows.append(_mixer_row(i, layer.parallel_mixer, T, pad, kv_b, act_b, state_b))
+            rows.append(_mixer_row(i, layer.parallel_mixer, T, pad, kv_b, act_b, state_b, swa_extra_block))
     return rows
 
 
-def _mixer_row(i: int, m, T: int, pad: int, kv_b: float, act_b: float, state_b: float):
+def _mixer_row(i: int, m, T: int, pad: int, kv_b: float, act_b: float, state_b: float, swa_extra_block=False):
     """(layer index, kind, bytes for one sequence) of one mixer."""
     kind = m.kind
     if kind in KV_KINDS or kind == "moa":   # MoA (JetMoE): the experts share one set of keys and values
         window = m.sliding_window
         t = min(T, window) if window else T
         label = "sliding_window" if window else kind
-        return (i, label, kv_cache(math.ceil(t / pad) * pad, m.num_kv_heads, m.head_dim, kv_b))
+        pages = math.ceil(t / pad) + (1 if window and swa_extra_block and T > window else 0)
+        return (i, label, kv_cache(pages * pad, m.num_kv_heads, m.head_dim, kv_b))
     elif kind in ("mla", "lowrank_kv"):
         index_dim = (m.indexer or {}).get("index_dim") or 0
         return (i, kind, mla_cache(math.ceil(T / pad) * pad, m.cache_width_per_token, kv_b, index_dim))
@@ -264,7 +270,10 @@ def sweep(doc: dict, contexts: list[int | str], **kwargs) -> list[dict]:
 
 
 def largest_fitting_context(doc: dict, budget: int, low: int = 1, high: int = 1 << 24, **kwargs) -> int | None:
-    """The largest context whose peak fits `budget` (binary search; peak grows with context)."""
+    """The largest context whose peak fits `budget` (binary search; peak grows with context), never above the
+    model's own maximum (max_position_embeddings)."""
+    cap = card_of(doc, kwargs.get("card")).max_position_embeddings
+    high = min(high, cap) if cap else high
     key = "per_device_peak_bytes" if kwargs.get("devices", 1) > 1 else "peak_bytes"
     if plan_memory(doc, low, **kwargs)[key] > budget:
         return None

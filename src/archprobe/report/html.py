@@ -52,7 +52,7 @@ def render(data: dict) -> str:
             "<a href='#validate'>validation</a></nav>",
             _structure(doc, arch), _features(doc), _layers(doc), _params(doc), _memory(data, mem),
             _adapt(data.get("adapt") or {}), _releases(data.get("adapt") or {}), _validate(data.get("validate")),
-            _observe(data.get("observe"))]
+            _observe(data.get("observe")), _sizing(data.get("sizing"))]
     return ("<!doctype html><html lang=en><head><meta charset=utf-8><link rel=icon href='data:,'>"
             f"<title>archprobe report: {e(name)}</title><style>{CSS}</style></head><body>"
             + "".join(body) + "<p class=muted>archprobe: read the weights, not the rumors.</p></body></html>")
@@ -190,3 +190,23 @@ def _observe(o) -> str:
         plots = "<p class=muted>plots left out: the document is not well formed</p>"
     return (f"<section id=observe><h2>Observation</h2><p>{fmt(o.get('tokens', 0), ',')} tokens observed.</p>"
             f"<ul>{items or '<li>nothing unusual found</li>'}</ul>{plots}</section>")
+
+
+def _sizing(z) -> str:
+    """The sizing answer (`report --gpu/--devices/--tp/--engine`): layout, busiest device, fit, assumptions."""
+    if not z:
+        return ""
+    dev = z.get("device") or {}
+    rows = "".join(f"<tr><td>{r['rank']}</td><td>{e(gib(r['weights_bytes']))}</td><td>{e(gib(r['cache_bytes']))}"
+                   f"</td><td>{e(gib(r['activation_bytes']))}</td><td>{e(gib(r['overhead_bytes']))}</td>"
+                   f"<td>{e(gib(r['peak_bytes']))}</td></tr>" for r in z["per_device"][:64])
+    fit = ("" if "fits" not in z else f"<p>Usable per device {e(gib(z['usable_device_bytes']))}: "
+           + ("fits" if z["fits"] else "does not fit") + (f"; largest context {z['largest_fitting_context']:,} "
+                                                          "tokens" if z.get("largest_fitting_context") else "")
+           + (" (the model's maximum)" if z.get("capped_at_model_max") else "") + ".</p>")
+    notes = "".join(f"<li>{e(a)}</li>" for a in z["assumptions"])
+    where = " x ".join(f"{k.upper()}{v}" for k, v in z["layout"].items() if k != "pp_layers" and v > 1) or "1 device"
+    return (f"<section id=sizing><h2>Sizing</h2><p>{z['devices']} x {e(dev.get('label', dev.get('name', 'device')))}"
+            f", layout {e(where)}, busiest device {e(gib(z['busiest_device_bytes']))}.</p>{fit}"
+            "<table><tr><th>rank</th><th>weights</th><th>cache</th><th>activations</th><th>reserve</th><th>peak</th>"
+            f"</tr>{rows}</table><ul class=muted>{notes}</ul></section>")

@@ -40,6 +40,8 @@ def _component(role: str) -> str:
 def count_params(card: Card, table: TensorTable) -> dict:
     entries = {e.name: e for e in table.all_entries()}
     by: dict[str, int] = {}
+    stored_by: dict[str, int] = {}          # stored bytes per component (memory's sharding rules read these)
+    stored_layer: dict[int, dict] = {}      # stored bytes per decoder layer and component (pipeline stages)
     total = active = meta = 0
     for role, name in card.tensors.items():
         e = entries.get(name)
@@ -54,12 +56,18 @@ def count_params(card: Card, table: TensorTable) -> dict:
             if layer.top_k and layer.num_experts:
                 share = min(1.0, layer.top_k / layer.num_experts)
         by[comp] = by.get(comp, 0) + e.params
+        stored_by[comp] = stored_by.get(comp, 0) + e.info.nbytes * e.count
+        if role.startswith("layers."):
+            li = int(role.split(".")[1])
+            row = stored_layer.setdefault(li, {})
+            row[comp] = row.get(comp, 0) + e.info.nbytes * e.count
         total += e.params
         active += int(round(e.params * share))
     for name in card.unexplained:
         e = entries.get(name)
         if e is not None:
             by["other"] = by.get("other", 0) + e.params
+            stored_by["other"] = stored_by.get("other", 0) + e.info.nbytes * e.count
             total += e.params
             active += e.params
             meta += e.stored_elements if e.role.metadata else 0
@@ -68,7 +76,10 @@ def count_params(card: Card, table: TensorTable) -> dict:
             e = entries.get(name)
             if e is not None:
                 by[kind] = by.get(kind, 0) + e.params
+                stored_by[kind] = stored_by.get(kind, 0) + e.info.nbytes * e.count
                 total += e.params
                 meta += e.stored_elements if e.role.metadata else 0
     return {"total": total, "active": active, "quant_metadata_elements": meta,
-            "by_component": dict(sorted(by.items(), key=lambda kv: -kv[1]))}
+            "by_component": dict(sorted(by.items(), key=lambda kv: -kv[1])),
+            "stored_bytes_by_component": dict(sorted(stored_by.items(), key=lambda kv: -kv[1])),
+            "stored_bytes_by_layer": [stored_layer.get(i, {}) for i in range(len(card.layers))]}

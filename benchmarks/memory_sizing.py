@@ -1,0 +1,42 @@
+"""Sizing answers on the full-size K3 headers (sparse files): seconds per question (the target: under 2 s each,
+inspect included). Run: PYTHONPATH=src:. python benchmarks/memory_sizing.py"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+
+from _util import table
+
+from archprobe.memory.sizing import sizing_document
+from archprobe.structure.inspect import inspect_checkpoint
+from archprobe.synthetic import K3Dims, write_k3_checkpoint
+
+QUESTIONS = {
+    "how many H200 at 128k": dict(context=131072, gpu="h200"),
+    "16 x H200 under vLLM, 1M": dict(context=1 << 20, gpu="h200", devices=16, engine_name="vllm"),
+    "TP8 PP2 on H200, batch 8": dict(context=131072, batch=8, gpu="h200", tp=8, pp=2),
+    "DP16 EP16 on B300 under vLLM": dict(context=1 << 20, gpu="b300", dp=16, ep=16, engine_name="vllm"),
+}
+
+
+def main() -> None:
+    folder = tempfile.mkdtemp()
+    write_k3_checkpoint(folder, K3Dims(), shards=96, sparse=True)
+    t = time.perf_counter()
+    doc = inspect_checkpoint(folder)
+    inspect_s = time.perf_counter() - t
+    rows = []
+    for name, q in QUESTIONS.items():
+        q = dict(q)
+        ctx, batch = q.pop("context"), q.pop("batch", 1)
+        t = time.perf_counter()
+        d = sizing_document(doc, ctx, batch, **q)
+        s = time.perf_counter() - t
+        rows.append([name, f"{s:.3f}", f"{s + inspect_s:.2f}", d["devices"], d.get("fits"),
+                     d.get("largest_fitting_context")])
+    print(table(rows, ["question", "sizing s", "with inspect s", "devices", "fits", "largest context"]))
+
+
+if __name__ == "__main__":
+    main()

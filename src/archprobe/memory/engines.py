@@ -1,0 +1,101 @@
+"""Serving engines as named, versioned rules: how much of a device each lets the model use, how it pages the
+caches, what it reserves before sizing them. Every rule is printed as an assumption with the version it was
+read from; a user's option (`--gpu-memory-utilization 0.95`, `--block-size 256`) replaces the default and
+the printed rule says so.
+
+Sources (read, not copied):
+  vLLM   vllm/config/cache.py (CacheConfig: gpu_memory_utilization=0.9, block_size 16 on CUDA),
+         vllm/engine/arg_utils.py (usage-context defaults: the OpenAI server on a >=70 GiB GPU uses
+         max_num_batched_tokens 8192 and max_num_seqs 1024; the LLM class 16384 / 256),
+         vllm/v1/worker/gpu_worker.py determine_available_memory (KV pool = total * utilization - weights -
+         the profiled peak of a dummy forward at max_num_batched_tokens - non-torch memory; CUDA-graph memory
+         estimated and reserved before the pool since ~0.11), vllm/v1/core/kv_cache_utils.py (hybrid manager:
+         a sliding-window layer needs only ceil(window / block) + 1 blocks per request; a Mamba / linear-attention
+         layer holds one state per request).
+  SGLang python/sglang/srt/server_args.py (mem_fraction_static: the share of memory for weights + KV pool,
+         the rest for activations and CUDA graphs; set per GPU size when not given), mem_cache/memory_pool.py
+         (page_size 1 token pool; MLATokenToKVPool holds kv_lora_rank + rope dims per token per layer, one copy
+         per TP rank; SWA and Mamba pools for hybrid models).
+  llama.cpp src/llama-context.cpp / llama-kv-cache.cpp (n_ctx padded to 256 cells; the whole device).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from archprobe.errors import ArchprobeError
+
+
+class EngineError(ArchprobeError):
+    pass
+
+
+@dataclass
+class Engine:
+    name: str
+    version: str
+    block_size: int = 1                  # tokens per KV page
+    memory_fraction: float = 1.0         # share of device memory the engine lets itself use
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    cuda_graph_tokens: int = 0           # the largest captured decode batch (its activations are kept)
+    swa_blocks_only: bool = False        # sliding-window layers allocate only the window (+ 1 block)
+    fraction_covers: str = "all"         # "all": fraction covers weights + KV + activations; "static": weights + KV
+    rules: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "version": self.version, "rules": list(self.rules)}
+
+
+ENGINE_NAMES = ("vllm", "sglang", "llamacpp")
+VLLM_VERSION = "0.11 (vllm-project/vllm: config/cache.py, engine/arg_utils.py, v1/worker/gpu_worker.py)"
+SGLANG_VERSION = "0.5 (sgl-project/sglang: srt/server_args.py, srt/mem_cache/memory_pool.py)"
+LLAMACPP_VERSION = "b6000 (ggml-org/llama.cpp: src/llama-context.cpp, src/llama-kv-cache.cpp)"
+
+
+def _chosen(value, default, what: str) -> tuple:
+    return (default, f"{what} {default} (default)") if value is None else (value, f"{what} {value} (given)")
+
+
+def engine(name: str | None, *, gpu_memory_utilization: float | None = None, block_size: int | None = None,
+           max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
+           mem_fraction_static: float | None = None, cuda_graphs: bool = True) -> Engine | None:
+    """The rule set of engine `name` with the user's overrides; None for no engine (the bare model)."""
+    if name is None or name == "reference":
+        return None
+    if name == "vllm":
+        util, u = _chosen(gpu_memory_utilization, 0.9, "gpu_memory_utilization")
+        bs, b = _chosen(block_size, 16, "block_size")
+        mbt, m = _chosen(max_num_batched_tokens, 8192, "max_num_batched_tokens")
+        seqs, s = _chosen(max_num_seqs, 1024, "max_num_seqs")
+        graph = min(512, seqs) if cuda_graphs else 0
+        rules = [f"vLLM {VLLM_VERSION}",
+                 f"{u}: the engine uses at most that share of each device; weights, the profiled activation "
+                 "peak and the CUDA-graph pool come out of it and the rest is the KV cache pool",
+                 f"{b}: every KV / latent cache is allocated in pages of {bs} tokens",
+                 f"{m}: the memory profile runs one forward of that many tokens (chunked prefill's largest step); "
+                 "its activation peak is reserved",
+                 f"{s}: at most that many sequences run at once (the OpenAI server's default on a >=70 GiB GPU)",
+                 (f"CUDA graphs captured up to a decode batch of {graph}: that batch's activations are kept"
+                  if graph else "CUDA graphs off (--enforce-eager): no graph pool"),
+                 "hybrid KV cache manager: sliding-window layers hold ceil(window / block) + 1 pages per sequence, "
+                 "Mamba / linear-attention layers one state per sequence",
+                 "data parallel with MoE: the expert layers are sharded over all DP x TP ranks (expert parallel "
+                 "with --enable-expert-parallel, tensor parallel otherwise)"]
+        return Engine("vllm", VLLM_VERSION, bs, util, mbt, seqs, graph, True, "all", rules)
+    if name == "sglang":
+        frac, f = _chosen(mem_fraction_static, 0.88, "mem_fraction_static")
+        rules = [f"SGLang {SGLANG_VERSION}",
+                 f"{f}: weights + the KV pool may use that share of each device; activations and CUDA graphs use "
+                 "the rest (SGLang picks the default per GPU size when the option is not given; 0.88 assumed)",
+                 "token-level KV pool (page_size 1); MLA's latent + rope key per token per layer, one copy per "
+                 "TP rank; sliding-window and Mamba layers in their own pools sized to the window / one state"]
+        bs, _ = _chosen(block_size, 1, "page_size")
+        return Engine("sglang", SGLANG_VERSION, bs, frac, max_num_batched_tokens, max_num_seqs, 0, True, "static",
+                      rules)
+    if name == "llamacpp":
+        rules = [f"llama.cpp {LLAMACPP_VERSION}",
+                 "the context is padded to a multiple of 256 cells; every layer's cache is allocated at n_ctx "
+                 "(the full device is usable; no reserve)"]
+        return Engine("llamacpp", LLAMACPP_VERSION, 256, 1.0, None, None, 0, False, "all", rules)
+    raise EngineError(f"unknown engine {name!r}", hint="one of: vllm, sglang, llamacpp, reference")
