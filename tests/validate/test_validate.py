@@ -60,7 +60,7 @@ def test_k3_with_mxfp4_experts_equals_our_decoder_on_dequantized_weights(tmp_pat
     write_k3_checkpoint(tmp_path, d, shards=2, sparse=False)
     ids = [3, 1, 4, 1, 5, 9, 2, 6]
     doc = validate(str(tmp_path), prompt_ids=ids, save_logits=str(tmp_path / "logits.safetensors"))
-    assert doc["status"] == "pass", doc
+    assert doc["status"] == "ran", doc
     assert all(n.startswith(("vision_tower.", "mm_projector.")) for n in doc["unmapped_tensors"])
     got = torch.from_numpy(load_np(str(tmp_path / "logits.safetensors"))["logits"])
 
