@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import numpy as np
 from safetensors.numpy import save_file
 
-
-def run(*args, env=None):
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "archprobe.cli.main", *args], capture_output=True, text=True,
-                          env=full_env, timeout=300)
+from tests.support.cli import run
 
 
 def test_inspect_without_source_uses_the_demo(tmp_path):

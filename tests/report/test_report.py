@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from tests.cli.test_cli import run
+from tests.support.cli import run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 REQUIRE = os.environ.get("ARCHPROBE_REQUIRE_BROWSER") == "1"   # .ci/run installs chromium and sets this

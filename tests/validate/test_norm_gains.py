@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("transformers")
-zoo_mod = pytest.importorskip("tests.support.zoo")
+from tests.support import zoo as zoo_mod  # noqa: E402
+
 pytestmark = pytest.mark.needs_transformers
 
 from archprobe.validate import validate  # noqa: E402

@@ -15,8 +15,7 @@ IDS = [5, 17, 3, 99, 42, 7, 250, 1]
 def save_tiny(name, folder, shard="2000GB"):
     from transformers import AutoModelForCausalLM
 
-    from tests.nn.test_cross_transformers import perturb
-    from tests.support.tiny_models import tiny_configs
+    from tests.support.tiny_models import perturb, tiny_configs
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(tiny_configs()[name])

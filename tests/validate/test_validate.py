@@ -34,8 +34,7 @@ def test_logits_match_transformers(family, tmp_path):
     pytest.importorskip("transformers")
     from transformers import AutoModelForCausalLM
 
-    from tests.nn.test_cross_transformers import perturb
-    from tests.support.tiny_models import tiny_configs
+    from tests.support.tiny_models import perturb, tiny_configs
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(tiny_configs()[family])

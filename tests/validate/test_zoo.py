@@ -17,7 +17,8 @@ import pytest
 import torch
 
 pytest.importorskip("transformers")
-zoo_mod = pytest.importorskip("tests.support.zoo", reason="the model zoo (issue 13) is not in this checkout")
+from tests.support import zoo as zoo_mod  # noqa: E402
+
 pytestmark = pytest.mark.needs_transformers
 
 from archprobe.validate import validate  # noqa: E402
