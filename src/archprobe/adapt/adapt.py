@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from archprobe.adapt import engines, generic, hf, llamacpp
 from archprobe.adapt.result import unknown
-from archprobe.formats.sources import RawCheckpoint, open_source
+from archprobe.formats.checkpoint import RawCheckpoint
+from archprobe.formats.sources import open_source
 from archprobe.structure.inspect import analyse
 
 SCHEMA = "archprobe.adapt/1"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from archprobe.formats.sources import Progress, RawCheckpoint, open_source
+from archprobe.formats.checkpoint import Progress, RawCheckpoint
+from archprobe.formats.sources import open_source
 from archprobe.structure.card import Card
 from archprobe.structure.derive import Derived, derive
 from archprobe.structure.features import features
