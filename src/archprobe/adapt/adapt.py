@@ -14,10 +14,9 @@ FRAMEWORKS = ("transformers", "vllm", "sglang", "llama.cpp", "archprobe")
 
 def adapt(source: str | None = None, progress=None, only: list[str] | None = None, card=None) -> dict:
     """The adaptation document; `card` (a user's architecture card) overrides the derived one."""
-    if source is None:
-        from archprobe.demo import demo_checkpoint
+    from archprobe.demo import source_or_demo
 
-        source = str(demo_checkpoint())
+    source = source_or_demo(source)
     raw = open_source(source, progress)
     return adapt_checkpoint(raw, analyse(raw, card), only)
 

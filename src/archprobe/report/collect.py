@@ -24,10 +24,9 @@ def collect(source: str | None, context: str = "32k", batch: int = 1, budget: st
 
     # read before the long work: a bad document fails in a second, not after the whole report
     validation = _read_validate_json(validate_json) if validate_json else None
-    if source is None:
-        from archprobe.demo import demo_checkpoint
+    from archprobe.demo import source_or_demo
 
-        source = str(demo_checkpoint())
+    source = source_or_demo(source)
     raw = open_source(source, progress)   # headers read once, for the structure and the adaptation
     doc = analyse(raw, card)     # the card is built once; memory, adapt and the page read it
     target = parse_tokens(context)
@@ -55,11 +54,12 @@ def _read_validate_json(validate_json: str) -> dict:
     import os
 
     from archprobe.formats.jsontext import load_strict
+    from archprobe.formats.limits import MAX_VALIDATE_DOC_BYTES
     from archprobe.formats.localfiles import read_capped
 
     folder = os.path.dirname(os.path.abspath(validate_json))
-    raw = read_capped(folder, validate_json, 64 * 1024 * 1024, "the validate document")
-    validation = load_strict(raw, validate_json, "the validate document", 64 * 1024 * 1024)
+    raw = read_capped(folder, validate_json, MAX_VALIDATE_DOC_BYTES, "the validate document")
+    validation = load_strict(raw, validate_json, "the validate document", MAX_VALIDATE_DOC_BYTES)
     if validation.get("schema") != "archprobe.validate/1":
         raise ArchprobeError(f"{validate_json}: schema {validation.get('schema')!r}, expected archprobe.validate/1")
     return validation
