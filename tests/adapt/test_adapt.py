@@ -66,10 +66,10 @@ def test_unknown_architecture(tmp_path):
 
 
 def test_gguf_file(tmp_path):
-    from tests.formats.test_gguf import _write
+    from tests.support.gguf_files import write_tiny_gguf
 
     path = tmp_path / "m.gguf"
-    _write(path)
+    write_tiny_gguf(path)
     doc = adapt(str(path), only=["transformers", "llama.cpp", "archprobe"])
     assert by_name(doc)["llama.cpp"]["status"] == "supported"
     assert by_name(doc)["transformers"]["known_as"] == "llama (GGUF loader)"

@@ -7,7 +7,7 @@ import json
 
 import yaml
 
-from tests.cli.test_cli import run
+from tests.support.cli import run
 
 
 def _card(tmp_path, tiny_k3) -> dict:

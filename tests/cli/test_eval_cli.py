@@ -8,7 +8,7 @@ import pytest
 
 from archprobe.eval.standin import Behaviour, StandinServer
 from archprobe.eval.tasks import load_task_set
-from tests.cli.test_cli import run
+from tests.support.cli import run
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_run_report_intervene_html(tmp_path, server):
 
 
 def test_audit_cli(tmp_path):
-    from tests.eval.test_audit import EXAMPLE
+    from tests.support.eval_sets import EXAMPLE
 
     r = run("eval", "audit", str(EXAMPLE), "--json")
     assert r.returncode == 0, r.stderr
@@ -99,9 +99,8 @@ def test_price_approve_and_a_broken_chain_from_the_cli(tmp_path):
     import subprocess
     import sys
 
-    from tests.eval.scripted import ScriptedServer
-    from tests.eval.test_agent import Agent
-    from tests.eval.test_hostile import agentic_set
+    from tests.support.eval_sets import Agent, agentic_set
+    from tests.support.scripted import ScriptedServer
 
     agentic_set(tmp_path / "set")
     ledger = str(tmp_path / "l.sqlite")

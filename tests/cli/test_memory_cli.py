@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.cli.test_cli import run
+from tests.support.cli import run
 
 
 def test_memory_json_contract(tmp_path):

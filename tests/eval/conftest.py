@@ -4,8 +4,6 @@ from archprobe.eval.ledger import Ledger
 from archprobe.eval.standin import Behaviour, StandinServer
 from archprobe.eval.tasks import load_task_set
 
-ACTION_TO_OUTCOME = {"correct": "pass", "wrong": "fail", "error": "error", "rate_limit": "error", "stall": "timeout"}
-
 
 @pytest.fixture
 def builtin():
@@ -27,10 +25,3 @@ def flaky_server(builtin):
         yield srv
 
 
-def server_actions(server) -> dict[str, str]:
-    """attempt key (task/sample/try) -> what the server did; each key must appear once."""
-    out: dict[str, str] = {}
-    for entry in server.log:
-        assert entry["attempt"] not in out, f"server saw attempt {entry['attempt']} twice"
-        out[entry["attempt"]] = entry["action"]
-    return out

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 
 import pytest
 
@@ -15,54 +14,10 @@ from archprobe.eval.pricing import parse_price
 from archprobe.eval.report import build_report
 from archprobe.eval.runner import RunOptions, run_eval
 from archprobe.eval.tasks import load_task_set
-from tests.eval.scripted import ScriptedServer, completion
-from tests.eval.test_hostile import FIX, WRONG, agentic_set
+from tests.support.eval_sets import Agent, agentic_set
+from tests.support.scripted import ScriptedServer, completion
 
 PRICE = parse_price("input=3/M,output=15/M")
-
-
-def script(sample: int) -> list[list[dict]]:
-    """The tool calls of each turn; an empty list ends with a plain reply."""
-    fix = FIX if sample % 2 == 0 else WRONG
-    turns = [[{"name": "list_files", "args": {}}, {"name": "read_file", "args": {"path": "calc.py"}}],
-             [{"name": "run", "args": {"command": "python3 test_calc.py; echo status=$?"}}],
-             [{"name": "write_file", "args": {"path": "calc.py", "content": fix}},
-              {"name": "read_file", "args": {"path": "../../etc/passwd"}}],
-             [{"name": "run_tests", "args": {}}],
-             [{"name": "finish", "args": {"summary": "done"}}]]
-    return turns[: 3 + sample % 3] + [turns[-1]] if sample % 3 else turns
-
-
-class Agent:
-    """Plays the script, logs what it sent (tokens included), pauses where a test wants to intervene."""
-
-    def __init__(self, pause_at: str | None = None):
-        self.sent: dict[str, list[dict]] = {}
-        self.times: dict[str, list[float]] = {}
-        self.pause_at, self.paused, self.resume = pause_at, threading.Event(), threading.Event()
-        self.seen_messages: dict[str, list] = {}
-
-    def __call__(self, key, body, entry):
-        base, _, turn = key.partition("#")
-        turn = int(turn or 0)
-        sample = int(base.split("/")[1])
-        plan = script(sample)
-        self.times.setdefault(base, []).append(time.time())
-        self.seen_messages[key] = body["messages"]
-        if key == self.pause_at:
-            self.paused.set()
-            self.resume.wait(30)
-        calls = plan[turn] if turn < len(plan) else []
-        tokens = (100 + 7 * turn + sample, 20 + turn)
-        self.sent.setdefault(base, []).append({"calls": calls, "tokens": tokens})
-        time.sleep(0.05)
-        if turn == 1 and sample == 1:          # a malformed call: arguments that are not JSON
-            payload = json.loads(completion(tool_calls=calls, tokens=tokens))
-            payload["choices"][0]["message"]["tool_calls"].append(
-                {"id": "bad", "type": "function", "function": {"name": "run", "arguments": "{not json"}})
-            self.sent[base][-1]["calls"] = [*calls, {"name": "run", "raw": "{not json"}]
-            return 200, json.dumps(payload).encode(), {}
-        return 200, completion(tool_calls=calls, tokens=tokens), {}
 
 
 def run_agents(tmp_path, ledger, agent, attempts=4, hooks=None, run_id="agents"):

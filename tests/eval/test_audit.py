@@ -1,14 +1,12 @@
 """The nine checks on a relayed claim, and on a run made by archprobe."""
 
 import json
-from pathlib import Path
 
 from archprobe.eval.audit import audit_claim, audit_file
 from archprobe.eval.report import build_report
 from archprobe.eval.runner import RunOptions, run_eval
 from archprobe.eval.standin import Behaviour, StandinServer
-
-EXAMPLE = Path(__file__).parents[2] / "examples" / "relayed-claim.yaml"
+from tests.support.eval_sets import EXAMPLE
 
 
 def test_relayed_anecdote_is_a_methodological_lead():

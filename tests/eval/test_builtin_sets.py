@@ -60,7 +60,7 @@ def test_refusal_set_has_both_groups_and_its_method():
 def test_a_run_over_the_agentic_set_scores_what_the_server_did(ledger):
     from archprobe.eval.runner import RunOptions, run_eval
     from archprobe.eval.standin import Behaviour, StandinServer
-    from tests.eval.conftest import server_actions
+    from tests.support.eval_sets import server_actions
 
     with StandinServer(AGENTIC, Behaviour(seed=5, p_correct=0.5)) as srv:
         run_id = run_eval(ledger, AGENTIC, RunOptions(endpoint=srv.url, model="standin-model", attempts=1,

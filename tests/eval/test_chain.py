@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pytest
 
@@ -12,7 +11,8 @@ from archprobe.eval.ledger import Ledger, verify_export
 from archprobe.eval.report import build_report
 from archprobe.eval.runner import RunOptions, run_eval
 from archprobe.eval.standin import Behaviour, StandinServer
-from tests.cli.test_cli import run as cli
+from tests.support.cli import run as cli
+from tests.support.eval_sets import by_hand
 
 
 @pytest.fixture
@@ -27,20 +27,6 @@ def finished(tmp_path, builtin):
     book.add_intervention(book.attempts("r1")[0].attempt_id, "message", "a hint")
     book.close()
     return path
-
-
-def by_hand(path, *statements):
-    """What a person with sqlite3 does: drop the guard, change rows, put the guard back."""
-    db = sqlite3.connect(path)
-    triggers = db.execute("SELECT name, sql FROM sqlite_master WHERE type='trigger'").fetchall()
-    for name, _ in triggers:
-        db.execute(f"DROP TRIGGER {name}")
-    for s in statements:
-        db.execute(s)
-    for _, sql in triggers:
-        db.execute(sql)
-    db.commit()
-    db.close()
 
 
 def breaks(path, run_id="r1"):

@@ -15,7 +15,7 @@ from archprobe.eval.ledger import Ledger
 from archprobe.eval.report import build_report
 from archprobe.eval.standin import Behaviour, StandinServer
 from archprobe.eval.tasks import load_task_set
-from tests.eval.conftest import ACTION_TO_OUTCOME, server_actions
+from tests.support.eval_sets import ACTION_TO_OUTCOME, server_actions
 
 TASKS, ATTEMPTS = 40, 5
 

@@ -44,7 +44,7 @@ def settled(path, run_id) -> dict:
 def test_a_second_writer_on_one_run_id_is_a_one_line_error_and_other_runs_proceed(tmp_path, builtin):
     import threading
 
-    from tests.eval.scripted import ScriptedServer, completion
+    from tests.support.scripted import ScriptedServer, completion
 
     ledger = tmp_path / "l.sqlite"
     gate = threading.Event()          # the first run's requests wait here, so it is surely mid-run

@@ -19,8 +19,9 @@ import pytest
 from archprobe.eval.report import build_report
 from archprobe.eval.runner import RunOptions, run_eval
 from archprobe.eval.tasks import load_task_set
-from tests.eval.scripted import ScriptedServer, completion
+from tests.support.eval_sets import FIX, WRONG, agentic_set
 from tests.support.rss import peak_rss_growth
+from tests.support.scripted import ScriptedServer, completion
 
 RIGHT = {0, 3, 6, 9}
 CHAT_KINDS = ["deep_body", "deep_content", "not_json", "huge", "endless", "no_choices", "content_number",
@@ -125,24 +126,8 @@ def cli_peak_rss(*args) -> tuple[int, dict]:
 
 # -- agentic -------------------------------------------------------------------------------------
 
-FIX = "def add(a, b):\n    return a + b\n"
-WRONG = "def add(a, b):\n    return a * b\n"
 AGENT_KINDS = ["nul_path", "dir_path", "long_path", "escape_path", "rewrite_test", "daemon", "endless_output",
                "symlink_read", "symlink_write", "write_outside", "memory", "deep_args"]
-
-
-def agentic_set(root: Path) -> None:
-    repo = root / "repo"
-    (repo / "pkg").mkdir(parents=True)
-    (repo / "pkg" / "__init__.py").write_text("")
-    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    (repo / "test_calc.py").write_text("from calc import add\nassert add(2, 3) == 5\nprint('visible ok')\n")
-    (root / "hidden").mkdir()
-    (root / "hidden" / "test_hidden.py").write_text("from calc import add\nassert add(10, -4) == 6\nprint('ok')\n")
-    task = {"id": "fix", "prompt": "Fix add() in calc.py.", "scorer": "command", "repo": "repo",
-            "hidden_tests": "hidden", "test_command": "python3 test_calc.py && python3 test_hidden.py",
-            "visible_test_command": "python3 test_calc.py"}
-    (root / "tasks.jsonl").write_text(json.dumps(task) + "\n")
 
 
 def file_reply(path: str, content: str) -> bytes:

@@ -7,7 +7,7 @@ import pytest
 from archprobe.eval.report import build_report
 from archprobe.eval.runner import RunOptions, run_eval
 from archprobe.eval.standin import Behaviour, StandinServer
-from tests.eval.conftest import ACTION_TO_OUTCOME, server_actions
+from tests.support.eval_sets import ACTION_TO_OUTCOME, server_actions
 
 
 def outcomes_by_key(ledger, run_id):

@@ -7,7 +7,7 @@ import pytest
 from archprobe.eval import stats
 from archprobe.eval.report import build_report
 from archprobe.eval.runner import RunOptions, run_eval
-from tests.eval.conftest import ACTION_TO_OUTCOME, server_actions
+from tests.support.eval_sets import ACTION_TO_OUTCOME, server_actions
 
 OPTS = dict(model="standin-model", attempts=3, concurrency=8, timeout_s=0.6, max_retries=2, backoff_s=0.01)
 

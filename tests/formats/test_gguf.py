@@ -4,59 +4,19 @@ headers are clean errors, and a hub repo's headers come by a few Range reads."""
 
 from __future__ import annotations
 
+import gguf
 import numpy as np
 import pytest
 
-gguf = pytest.importorskip("gguf")
-
-from archprobe.errors import CheckpointError, SourceError  # noqa: E402
-from archprobe.formats.gguf import read_gguf  # noqa: E402
-from archprobe.structure.inspect import inspect_checkpoint  # noqa: E402
-from tests.support.hub_server import HubServer  # noqa: E402
-
-
-def _write(path, quant=gguf.GGMLQuantizationType.Q8_0, vocab_words=0, split_max_tensors=0, embedding_rows=256):
-    w = gguf.GGUFWriter(str(path), "llama", split_max_tensors=split_max_tensors)
-    w.add_block_count(2)
-    w.add_embedding_length(64)
-    w.add_head_count(4)
-    w.add_head_count_kv(2)
-    w.add_context_length(512)
-    w.add_feed_forward_length(128)
-    if vocab_words:   # a real tokenizer's arrays: the bulk of a GGUF header
-        w.add_tokenizer_model("gpt2")
-        w.add_token_list([f"tok{i:07d}" for i in range(vocab_words)])
-        w.add_token_types([1] * vocab_words)
-        w.add_token_scores([0.5] * vocab_words)
-        w.add_array("test.nested", [[1, 2], [3]])
-        w.add_array("test.strings", ["a", "bé"])
-    w.add_bool("test.flag", True)
-    w.add_float64("test.f64", 0.25)
-    w.add_int64("test.i64", -(1 << 40))
-    w.add_string("test.text", "héllo")
-    rng = np.random.default_rng(0)
-    w.add_tensor("token_embd.weight", rng.standard_normal((embedding_rows, 64)).astype(np.float32))
-    w.add_tensor("output_norm.weight", np.ones(64, np.float32))
-    w.add_tensor("output.weight", rng.standard_normal((256, 64)).astype(np.float16))
-    for i in range(2):
-        p = f"blk.{i}."
-        w.add_tensor(p + "attn_norm.weight", np.ones(64, np.float32))
-        w.add_tensor(p + "ffn_norm.weight", np.ones(64, np.float32))
-        for name, shape in (("attn_q", (64, 64)), ("attn_k", (32, 64)), ("attn_v", (32, 64)),
-                            ("attn_output", (64, 64)), ("ffn_gate", (128, 64)), ("ffn_up", (128, 64)),
-                            ("ffn_down", (64, 128))):
-            q = gguf.quants.quantize(rng.standard_normal(shape).astype(np.float32), quant)
-            w.add_tensor(p + name + ".weight", q, raw_shape=q.shape, raw_dtype=quant)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    per_layer = 64 * 64 * 2 + 32 * 64 * 2 + 128 * 64 * 3 + 64 * 2
-    return (embedding_rows + 256) * 64 + 64 + 2 * per_layer
+from archprobe.errors import CheckpointError, SourceError
+from archprobe.formats.gguf import read_gguf
+from archprobe.structure.inspect import inspect_checkpoint
+from tests.support.gguf_files import write_tiny_gguf
+from tests.support.hub_server import HubServer
 
 
 def test_gguf_structure_and_params(tmp_path):
-    expected = _write(tmp_path / "m.gguf")
+    expected = write_tiny_gguf(tmp_path / "m.gguf")
     doc = inspect_checkpoint(str(tmp_path / "m.gguf"))
     assert doc["source"]["kind"] == "gguf"
     assert doc["params"]["total"] == expected
@@ -70,7 +30,7 @@ def test_gguf_structure_and_params(tmp_path):
 
 
 def test_truncated_gguf_is_a_clean_error(tmp_path):
-    _write(tmp_path / "m.gguf")
+    write_tiny_gguf(tmp_path / "m.gguf")
     raw = (tmp_path / "m.gguf").read_bytes()
     (tmp_path / "bad.gguf").write_bytes(raw[:100])
     with pytest.raises(CheckpointError, match="bad.gguf"):
@@ -93,7 +53,7 @@ def _reference(path):
 @pytest.mark.parametrize("quant", [gguf.GGMLQuantizationType.Q8_0, gguf.GGMLQuantizationType.Q4_0,
                                    gguf.GGMLQuantizationType.F16])
 def test_parser_agrees_with_the_gguf_package(tmp_path, quant):
-    _write(tmp_path / "m.gguf", quant, vocab_words=3000)
+    write_tiny_gguf(tmp_path / "m.gguf", quant, vocab_words=3000)
     header, meta, cfg = read_gguf(tmp_path / "m.gguf")
     tensors, ref_meta, n_tokens = _reference(tmp_path / "m.gguf")
     assert [(t.name, t.dtype, t.shape, t.nbytes) for t in header.tensors] == tensors
@@ -106,7 +66,7 @@ def test_parser_agrees_with_the_gguf_package(tmp_path, quant):
 
 
 def _patched(tmp_path, offset, raw_bytes):
-    _write(tmp_path / "m.gguf")
+    write_tiny_gguf(tmp_path / "m.gguf")
     data = bytearray((tmp_path / "m.gguf").read_bytes())
     data[offset:offset + len(raw_bytes)] = raw_bytes
     (tmp_path / "bad.gguf").write_bytes(bytes(data))
@@ -136,7 +96,7 @@ def test_deeply_nested_arrays_are_refused(tmp_path):
 
 
 def test_tensor_data_past_the_end_is_refused(tmp_path):
-    _write(tmp_path / "m.gguf")
+    write_tiny_gguf(tmp_path / "m.gguf")
     header, _, _ = read_gguf(tmp_path / "m.gguf")
     with open(tmp_path / "m.gguf", "r+b") as f:
         f.truncate(header.header_bytes + 100)
@@ -145,9 +105,9 @@ def test_tensor_data_past_the_end_is_refused(tmp_path):
 
 
 def test_split_shards_are_one_model(tmp_path):
-    expected = _write(tmp_path / "whole.gguf")
+    expected = write_tiny_gguf(tmp_path / "whole.gguf")
     (tmp_path / "split").mkdir()
-    _write(tmp_path / "split" / "m.gguf", split_max_tensors=7)
+    write_tiny_gguf(tmp_path / "split" / "m.gguf", split_max_tensors=7)
     shards = sorted(p.name for p in (tmp_path / "split").iterdir())
     assert shards == ["m-00001-of-00003.gguf", "m-00002-of-00003.gguf", "m-00003-of-00003.gguf"]
     for source in (tmp_path / "split", tmp_path / "split" / shards[1]):   # the folder, or any one shard
@@ -162,8 +122,8 @@ def test_split_shards_are_one_model(tmp_path):
 
 def _variants(folder):
     folder.mkdir()
-    q8 = _write(folder / "m-Q8_0.gguf")
-    f16 = _write(folder / "m-F16.gguf", gguf.GGMLQuantizationType.F16, vocab_words=60000,
+    q8 = write_tiny_gguf(folder / "m-Q8_0.gguf")
+    f16 = write_tiny_gguf(folder / "m-F16.gguf", gguf.GGMLQuantizationType.F16, vocab_words=60000,
                  embedding_rows=60000)   # the largest: a 1.8 MB header, 15 MB of embeddings
     w = gguf.GGUFWriter(str(folder / "mmproj-m-F16.gguf"), "clip")
     w.add_tensor("v.patch_embd.weight", np.ones((8, 8), np.float32))

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from archprobe.cli.main import app
-from tests.hostile._bounded import ROOT, assert_bounded, run_cli
+from tests.support.cli import ROOT, assert_bounded, run_cli
 
 NASTY = ["inf", "-inf", "nan", "1e400", "1e400GB", "-100000", "0", "1e23", "9" * 500, "", " ", "4k", "1M", "32k",
          "1.5", "0x10", "[/]", "\x1b[2J", "1e-400", "80GB", "-1GB", "1e19", "١٢"]

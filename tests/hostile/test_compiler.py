@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.hostile._bounded import ROOT, assert_bounded, run_cli
+from tests.support.cli import ROOT, assert_bounded, run_cli
 
 CHILD = ("import atexit, sys\n"
          "def rss():\n"

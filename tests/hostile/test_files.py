@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from tests.hostile._bounded import assert_bounded, run_cli
+from tests.support.cli import assert_bounded, run_cli
 
 
 def raw_safetensors(path, header: dict | bytes, data: bytes = b"") -> None:

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from tests.hostile._bounded import FAST_ENV, assert_bounded, run_cli
 from tests.support import hub_server as hs
+from tests.support.cli import FAST_ENV, assert_bounded, run_cli
 
 REPO = "org/m"
 SHARD = "model-00001-of-00002.safetensors"

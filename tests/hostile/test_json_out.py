@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from tests.hostile._bounded import assert_bounded, run_cli
+from tests.support.cli import assert_bounded, run_cli
 
 
 def strict(text: str):

@@ -16,8 +16,8 @@ from archprobe.eval.ledger import Ledger
 from archprobe.eval.runner import RunOptions, run_eval
 from archprobe.eval.standin import Behaviour, StandinServer
 from archprobe.eval.tasks import load_task_set
-from tests.eval.test_chain import by_hand
-from tests.hostile._bounded import assert_bounded, run_cli
+from tests.support.cli import assert_bounded, run_cli
+from tests.support.eval_sets import by_hand
 
 FOUND = (1,)   # verify's status when it found a break
 

@@ -17,9 +17,9 @@ from safetensors.numpy import save_file
 
 from archprobe.errors import SourceError
 from archprobe.formats.http import GuardedHTTP
-from tests.hostile._bounded import FAST_ENV, assert_bounded, run_cli
-from tests.hostile._proxy import Proxy
 from tests.support import hub_server as hs
+from tests.support.cli import FAST_ENV, assert_bounded, run_cli
+from tests.support.proxy import Proxy
 
 REPO = "org/m"
 NO_ENV_PROXY = {k: "" for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from tests.hostile._bounded import FAST_ENV, assert_bounded, run_cli
 from tests.support import hub_server as hs
+from tests.support.cli import FAST_ENV, assert_bounded, run_cli
 
 CFG = {"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 8, "intermediate_size": 16,
        "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 16}

@@ -9,7 +9,7 @@ import time
 
 from archprobe.eval.ledger import Ledger
 from archprobe.track.store import record
-from tests.hostile._bounded import assert_bounded, run_cli
+from tests.support.cli import assert_bounded, run_cli
 
 
 def test_eval_report_of_50000_tasks_is_linear(tmp_path):

@@ -10,7 +10,7 @@ import zipfile
 
 import pytest
 
-from tests.hostile._bounded import assert_bounded, run_cli
+from tests.support.cli import assert_bounded, run_cli
 
 BOMB = "\n".join(["a: &a [x, x, x, x, x, x, x, x, x, x]"]
                  + [f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]"

@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 
-from tests.hostile._bounded import assert_bounded, run_cli
+from tests.support.cli import assert_bounded, run_cli
 
 RSS = 600 * 2**20   # memory/inspect import torch-free paths, but card + structure + numpy
 

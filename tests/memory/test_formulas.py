@@ -107,10 +107,9 @@ def test_parsing_and_largest_fitting_context(tiny_k3):
 
 
 def test_gguf_source_plans_from_its_metadata(tmp_path):
-    pytest.importorskip("gguf")
-    from tests.formats.test_gguf import _write
+    from tests.support.gguf_files import write_tiny_gguf
 
-    _write(tmp_path / "m.gguf")
+    write_tiny_gguf(tmp_path / "m.gguf")
     doc = inspect_checkpoint(str(tmp_path / "m.gguf"))
     m = plan_memory(doc, 300, kv_dtype="f16")
     assert m["cache_by_layer_type"] == {"gqa": 2 * 2 * 2 * 16 * 2 * 300}   # 2 layers, 2 KV heads of 16, fp16

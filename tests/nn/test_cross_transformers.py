@@ -17,25 +17,7 @@ from archprobe.nn.loading import load_strict, sanitize  # noqa: E402
 from archprobe.nn.mla import MultiHeadLatentAttention  # noqa: E402
 from archprobe.nn.moe import MoE  # noqa: E402
 from archprobe.testing import assert_close  # noqa: E402
-from tests.support.tiny_models import tiny_configs  # noqa: E402
-
-
-def perturb(model, seed=0):
-    """Random, non-trivial values everywhere (norm gains near 1, biases and A_log non-zero)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, t in list(model.named_parameters()) + list(model.named_buffers()):
-            if not t.is_floating_point():
-                continue
-            noise = torch.randn(t.shape, generator=gen)
-            if "norm" in name and name.endswith("weight"):
-                t.copy_(1 + 0.1 * noise)
-            elif "A_log" in name:
-                t.copy_(0.5 * noise)
-            elif "bias" in name or "dt_bias" in name:
-                t.copy_(0.3 * noise)
-            else:
-                t.copy_(noise * t.shape[-1] ** -0.5 if t.dim() > 1 else 0.1 * noise)
+from tests.support.tiny_models import perturb, tiny_configs  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,9 @@ from archprobe.nn.decoder import HybridConfig, HybridDecoder  # noqa: E402
 from archprobe.nn.loading import load_strict, sanitize  # noqa: E402
 from archprobe.nn.rope import Rope  # noqa: E402
 from archprobe.testing import assert_close  # noqa: E402
+from tests.support.tiny_models import FAMILY_PROMPT_IDS, perturb_parameters  # noqa: E402
 
-IDS = torch.tensor([[5, 17, 42, 99, 3, 128, 77, 200, 9, 31]])
+IDS = torch.tensor(FAMILY_PROMPT_IDS)
 BASE = dict(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, head_dim=16)
 
@@ -80,27 +81,12 @@ def test_alibi_slopes_match_bloom_and_mpt(heads):
 
 
 # ------------------------------------------------------------------------------------------- families
-def perturb(model, seed=0):
-    """Seeded noise on every parameter (norm gains near 1, biases non-zero); buffers such as the rotary
-    inv_freq stay as the family computed them."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, t in model.named_parameters():
-            noise = torch.randn(t.shape, generator=gen)
-            if "norm" in name and name.endswith("weight"):
-                t.copy_(1 + 0.1 * noise)
-            elif t.dim() > 1:
-                t.copy_(noise * t.shape[-1] ** -0.5)
-            else:
-                t.copy_(0.3 * noise)
-
-
 def _hf(model_type: str, **cfg):
     from transformers import AutoConfig, AutoModelForCausalLM
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **cfg)).eval()
-    perturb(model)
+    perturb_parameters(model)
     with torch.no_grad():
         logits = model(IDS).logits
     return logits, {k: v.detach().clone() for k, v in model.state_dict().items()}

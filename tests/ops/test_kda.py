@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from archprobe.ops.kda import kda_chunked, kda_recurrent
 from archprobe.testing import TOLERANCES, assert_close, assert_fast_gradients, compare
+from tests.support.recurrences import REGIMES, f64, regime_inputs
 
 
 def reference_f64(q, k, v, g, beta, scale, s0):
@@ -124,37 +125,6 @@ def test_long_sequences_run_as_segments_exactly(monkeypatch, strong):
 
 
 # --- issue 17: the decay regimes users meet, the op's own chunk choice, the per-head form, no subnormals ---
-
-def regime_gate(regime, shape, gen):
-    """The gate regimes of benchmarks/kda.py: K3's -5*sigmoid (mild, typical, strong end) and Kimi Linear's
-    unbounded -exp(A)*softplus with exp(A) up to 16, plus a decay far past any factor's range."""
-    x = torch.randn(*shape, generator=gen)
-    if regime == "mild":
-        return -5 * torch.sigmoid(x - 4)
-    if regime == "k3":
-        return -5 * torch.sigmoid(x)
-    if regime == "k3_strong_end":
-        return -5 * torch.sigmoid(x + 4)
-    if regime == "unbounded":
-        return -(1 + 15 * torch.rand(shape[-1], generator=gen)) * F.softplus(x)
-    return -200 * torch.rand(*shape, generator=gen)   # "extreme": up to -200 per token
-
-
-REGIMES = ["mild", "k3", "k3_strong_end", "unbounded", "extreme"]
-
-
-def regime_inputs(regime, B=1, T=150, H=2, K=16, V=8, seed=0, per_head=False):
-    gen = torch.Generator().manual_seed(seed)
-    q = F.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1)
-    k = F.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1)
-    v = torch.randn(B, T, H, V, generator=gen)
-    g = regime_gate(regime, (B, T, H, 1 if per_head else K), gen)
-    beta = torch.sigmoid(torch.randn(B, T, H, generator=gen))
-    return q, k, v, (g.squeeze(-1) if per_head else g), beta
-
-
-def f64(*xs):
-    return [None if x is None else x.double() for x in xs]
 
 
 @pytest.mark.parametrize("regime", REGIMES)

@@ -19,9 +19,8 @@ from archprobe.ops.native import delta_rule as kda_native
 from archprobe.ops.native import ssd as ssd_native
 from archprobe.ops.ssd import ssd_chunked, ssd_recurrent
 from archprobe.testing import assert_close
-from tests.ops.conftest import require_native
-from tests.ops.test_kda import f64, regime_inputs
-from tests.ops.test_ssd import reference as ssd_reference
+from tests.support.native import require_native
+from tests.support.recurrences import f64, regime_inputs, ssd_reference
 
 
 @pytest.fixture(autouse=True)

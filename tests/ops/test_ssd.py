@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from archprobe.ops.ssd import ssd_chunked, ssd_recurrent
 from archprobe.testing import assert_close, assert_fast_gradients
+from tests.support.recurrences import ssd_reference as reference
 
 
 def make(Bsz, T, H, P, N, strong=False, seed=0, mild=False):
@@ -21,18 +22,6 @@ def make(Bsz, T, H, P, N, strong=False, seed=0, mild=False):
     Bm = torch.randn(Bsz, T, H, N, generator=gen)
     Cm = torch.randn(Bsz, T, H, N, generator=gen)
     return x, dt, A, Bm, Cm
-
-
-def reference(x, dt, A, Bm, Cm, S=None):
-    """S_t = exp(dt_t A) S_{t-1} + dt_t x_t B_t^T, y_t = S_t C_t, in float64, one token at a time."""
-    Bsz, T, H, P = x.shape
-    S = torch.zeros(Bsz, H, P, Bm.shape[-1], dtype=torch.float64) if S is None else S.double().clone()
-    ys = []
-    for t in range(T):
-        S = S * torch.exp(dt[:, t].double() * A.double())[..., None, None] \
-            + (dt[:, t].double()[..., None] * x[:, t].double())[..., None] * Bm[:, t].double()[..., None, :]
-        ys.append((S * Cm[:, t].double()[..., None, :]).sum(-1))
-    return torch.stack(ys, 1), S
 
 
 @pytest.mark.parametrize("T", [1, 63, 64, 65, 200])

@@ -4,54 +4,18 @@ NoPE default, and the refusal when nothing says how a non-hybrid model's attenti
 
 from __future__ import annotations
 
-import json
 import math
-import os
 
 import pytest
 import torch
 
-from archprobe.formats.sources import open_source
-from archprobe.formats.writer import write_safetensors
-from archprobe.structure.inspect import build_card
 from archprobe.validate.build import NeedsField, config_fields
-
-H, V = 32, 64
-
-
-def _attention(p: str) -> list:
-    return [(p + "self_attn.q_proj.weight", "F32", (H, H)), (p + "self_attn.k_proj.weight", "F32", (16, H)),
-            (p + "self_attn.v_proj.weight", "F32", (16, H)), (p + "self_attn.o_proj.weight", "F32", (H, H))]
-
-
-def _mamba(p: str) -> list:   # Mamba-2: 2 heads of 16, state 8, 1 group, kernel 4
-    inner, conv = 32, 32 + 2 * 8
-    return [(p + "mixer.in_proj.weight", "F32", (2 * inner + 2 * 8 + 2, H)),
-            (p + "mixer.conv1d.weight", "F32", (conv, 1, 4)), (p + "mixer.conv1d.bias", "F32", (conv,)),
-            (p + "mixer.A_log", "F32", (2,)), (p + "mixer.D", "F32", (2,)), (p + "mixer.dt_bias", "F32", (2,)),
-            (p + "mixer.norm.weight", "F32", (inner,)), (p + "mixer.out_proj.weight", "F32", (H, inner))]
-
-
-def _card(folder, config: dict, kinds=("attn",) * 3):
-    t = [("model.embed_tokens.weight", "F32", (V, H)), ("model.norm.weight", "F32", (H,))]
-    for i, kind in enumerate(kinds):
-        p = f"model.layers.{i}."
-        t += _attention(p) if kind == "attn" else _mamba(p)
-        t += [(p + "input_layernorm.weight", "F32", (H,)), (p + "post_attention_layernorm.weight", "F32", (H,)),
-              (p + "mlp.gate_proj.weight", "F32", (64, H)), (p + "mlp.up_proj.weight", "F32", (64, H)),
-              (p + "mlp.down_proj.weight", "F32", (H, 64))]
-    write_safetensors(os.path.join(folder, "model.safetensors"), [(*e, None) for e in t])
-    base = {"model_type": "acme_positions", "hidden_size": H, "vocab_size": V, "num_hidden_layers": len(kinds),
-            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "rms_norm_eps": 1e-5,
-            "hidden_act": "silu", "max_position_embeddings": 128}
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump({**base, **config}, f)
-    return build_card(open_source(str(folder))).card
+from tests.support.positions_card import positions_card
 
 
 def test_per_layer_type_rope_parameters_give_each_layer_its_rope(tmp_path):
     types = ["sliding_attention", "sliding_attention", "full_attention"]
-    card = _card(tmp_path, {"layer_types": types, "sliding_window": 4, "rope_parameters": {
+    card = positions_card(tmp_path, {"layer_types": types, "sliding_window": 4, "rope_parameters": {
         "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}}})
     assert (card.rope.theta, card.rope.type, card.rope.factor) == (1e6, "linear", 8.0)
@@ -66,7 +30,7 @@ def test_per_layer_type_rope_parameters_give_each_layer_its_rope(tmp_path):
 
 
 def test_a_null_layer_type_rope_is_a_nope_layer(tmp_path):
-    card = _card(tmp_path, {"layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+    card = positions_card(tmp_path, {"layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
                             "sliding_window": 4, "rope_parameters": {
                                 "full_attention": None, "sliding_attention": {"rope_type": "default",
                                                                               "rope_theta": 1e4}}})
@@ -76,16 +40,16 @@ def test_a_null_layer_type_rope_is_a_nope_layer(tmp_path):
 
 
 def test_layer_rope_theta_and_no_rope_layers(tmp_path):
-    card = _card(tmp_path, {"rope_theta": 1e4, "layer_rope_theta": [1e4, 0, 5e5]})
+    card = positions_card(tmp_path, {"rope_theta": 1e4, "layer_rope_theta": [1e4, 0, 5e5]})
     assert card.layers[1].mixer.rope is False and card.origins["layers.1.mixer.rope"] == "config:layer_rope_theta"
     assert card.layers[2].mixer.layer_rope.theta == 5e5 and card.layers[0].mixer.layer_rope is None
-    card = _card(tmp_path, {"rope_theta": 1e4, "no_rope_layers": [1, 1, 0]})   # SmolLM3: 1 = rope
+    card = positions_card(tmp_path, {"rope_theta": 1e4, "no_rope_layers": [1, 1, 0]})   # SmolLM3: 1 = rope
     assert [layer.mixer.rope for layer in card.layers] == [None, None, False]
 
 
 def test_longrope_lists_and_phi3_top_level_original_context_reach_the_rope(tmp_path):
     short, long = [1.0, 1.1, 1.2, 1.3], [2.0, 3.0, 4.0, 5.0]
-    card = _card(tmp_path, {"rope_theta": 1e4, "original_max_position_embeddings": 32, "rope_scaling": {
+    card = positions_card(tmp_path, {"rope_theta": 1e4, "original_max_position_embeddings": 32, "rope_scaling": {
         "type": "longrope", "short_factor": short, "long_factor": long}})
     assert card.rope.scaling["short_factor"] == short and card.rope.original_max_position == 32
     rope = config_fields(card)["rope"]
@@ -98,22 +62,22 @@ def test_longrope_lists_and_phi3_top_level_original_context_reach_the_rope(tmp_p
 
 
 def test_a_hybrid_naming_no_rope_runs_nope_attention_and_a_plain_model_is_refused(tmp_path):
-    hybrid = _card(tmp_path, {"qk_rope_head_dim": 8}, kinds=("mamba", "attn", "mamba"))
+    hybrid = positions_card(tmp_path, {"qk_rope_head_dim": 8}, kinds=("mamba", "attn", "mamba"))
     assert hybrid.layers[1].mixer.rope is False and hybrid.origins["layers.1.mixer.rope"] == "default"
     assert hybrid.embed.pos_kind == "none"
-    plain = _card(tmp_path, {})
+    plain = positions_card(tmp_path, {})
     assert plain.rope.theta is None and plain.embed.pos_kind is None
     with pytest.raises(NeedsField) as err:
         config_fields(plain)
     assert err.value.path == "rope.theta" and "--card" in err.value.hint
-    named = _card(tmp_path, {"partial_rotary_factor": 0.5}, kinds=("mamba", "attn", "mamba"))   # says rope
+    named = positions_card(tmp_path, {"partial_rotary_factor": 0.5}, kinds=("mamba", "attn", "mamba"))   # says rope
     assert named.layers[1].mixer.rope is None
 
 
 def test_gemma3_pre_per_type_config_gives_sliding_layers_the_local_base(tmp_path):
     """Gemma 3 checkpoints written before transformers 5: rope_theta + rope_scaling for the global layers,
     rope_local_base_freq (no scaling) for the sliding ones."""
-    card = _card(tmp_path, {"rope_theta": 1e6, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    card = positions_card(tmp_path, {"rope_theta": 1e6, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
                             "rope_local_base_freq": 1e4, "sliding_window": 4,
                             "layer_types": ["sliding_attention", "full_attention", "sliding_attention"]})
     assert card.layers[0].mixer.layer_rope.theta == 1e4 and card.layers[1].mixer.layer_rope is None
@@ -125,12 +89,12 @@ def test_gemma3_pre_per_type_config_gives_sliding_layers_the_local_base(tmp_path
 
 def test_position_embedding_type_null_is_nope_even_beside_rope_parameters(tmp_path):
     """GraniteMoeHybrid builds its rotary embedding only when position_embedding_type == "rope"."""
-    card = _card(tmp_path, {"position_embedding_type": None, "rope_parameters": {"rope_type": "default",
+    card = positions_card(tmp_path, {"position_embedding_type": None, "rope_parameters": {"rope_type": "default",
                                                                                  "rope_theta": 1e4}})
     assert all(layer.mixer.rope is False for layer in card.layers) and card.embed.pos_kind == "none"
     assert card.origins["layers.0.mixer.rope"] == "config:position_embedding_type"
     assert config_fields(card)["rope"] is None
-    card = _card(tmp_path, {"position_embedding_type": "rope", "rope_theta": 1e4})
+    card = positions_card(tmp_path, {"position_embedding_type": "rope", "rope_theta": 1e4})
     assert card.layers[0].mixer.rope is None and config_fields(card)["rope"].theta == 1e4
 
 
@@ -141,7 +105,7 @@ def test_layer_ropes_and_factor_lists_survive_the_yaml_round_trip(tmp_path):
     full = {"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0] * 4, "long_factor": [2.0] * 4,
             "original_max_position_embeddings": 32}
     local = {"rope_type": "default", "rope_theta": 5e3}
-    card = _card(tmp_path, {"layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+    card = positions_card(tmp_path, {"layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
                             "sliding_window": 4,
                             "rope_parameters": {"full_attention": full, "sliding_attention": local}})
     back = Card.from_yaml(card.to_yaml())

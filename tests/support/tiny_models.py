@@ -1,9 +1,13 @@
 """Tiny real models built by transformers from a config (random weights) and saved with
-`save_pretrained`: the cross-check peers for inspect (and later validate)."""
+`save_pretrained`: the cross-check peers for inspect, nn and validate, and the seeded perturbations
+that give their weights non-trivial values."""
 
 from __future__ import annotations
 
 import os
+
+# the prompt the nn family tests and validate's build tests feed their models ([1, 10] token ids)
+FAMILY_PROMPT_IDS = [[5, 17, 42, 99, 3, 128, 77, 200, 9, 31]]
 
 
 def tiny_configs() -> dict:
@@ -49,3 +53,40 @@ def build(name: str, folder: str, seed: int = 0):
     os.makedirs(folder, exist_ok=True)
     model.save_pretrained(folder)
     return model
+
+
+def perturb(model, seed=0):
+    """Random, non-trivial values everywhere (norm gains near 1, biases and A_log non-zero)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+            if not t.is_floating_point():
+                continue
+            noise = torch.randn(t.shape, generator=gen)
+            if "norm" in name and name.endswith("weight"):
+                t.copy_(1 + 0.1 * noise)
+            elif "A_log" in name:
+                t.copy_(0.5 * noise)
+            elif "bias" in name or "dt_bias" in name:
+                t.copy_(0.3 * noise)
+            else:
+                t.copy_(noise * t.shape[-1] ** -0.5 if t.dim() > 1 else 0.1 * noise)
+
+
+def perturb_parameters(model, seed=0):
+    """Seeded noise on every parameter (norm gains near 1, biases non-zero); buffers such as the rotary
+    inv_freq stay as the family computed them."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, t in model.named_parameters():
+            noise = torch.randn(t.shape, generator=gen)
+            if "norm" in name and name.endswith("weight"):
+                t.copy_(1 + 0.1 * noise)
+            elif t.dim() > 1:
+                t.copy_(noise * t.shape[-1] ** -0.5)
+            else:
+                t.copy_(0.3 * noise)

@@ -14,7 +14,7 @@ from archprobe.track.ratio import ratio
 from archprobe.track.reach import hub_reach
 from archprobe.track.store import record, series
 from archprobe.track.usage import scrape
-from tests.cli.test_cli import run
+from tests.support.cli import run
 from tests.support.hub_server import HubServer
 
 

@@ -10,9 +10,9 @@ from archprobe.errors import ArchprobeError
 from archprobe.eval.ledger import Ledger
 from archprobe.track.ratio import ratio
 from archprobe.track.store import record, series
-from tests.adapt.test_releases import populate, populate_forge
-from tests.cli.test_cli import run
+from tests.support.cli import run
 from tests.support.index_server import ForgeServer, IndexServer
+from tests.support.release_fixtures import populate, populate_forge
 
 
 def test_track_adapt_records_its_own_kind_and_show_keeps_it_apart(tmp_path):

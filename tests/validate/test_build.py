@@ -19,7 +19,10 @@ from archprobe.testing import assert_close  # noqa: E402
 from archprobe.validate.build import NeedsField, Unsupported, blueprint  # noqa: E402
 from archprobe.validate.load import TensorReader  # noqa: E402
 from archprobe.validate.stream import stream_forward  # noqa: E402
-from tests.nn.test_families import IDS, perturb  # noqa: E402
+from tests.support.tiny_models import FAMILY_PROMPT_IDS  # noqa: E402
+from tests.support.tiny_models import perturb_parameters as perturb  # noqa: E402
+
+IDS = torch.tensor(FAMILY_PROMPT_IDS)
 
 RMS = {"kind": "rms", "eps": 1e-6, "offset": False, "bias": False}
 

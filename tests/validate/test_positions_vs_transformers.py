@@ -9,7 +9,8 @@ import pytest
 import torch
 
 pytest.importorskip("transformers")
-zoo = pytest.importorskip("tests.support.zoo")
+from tests.support import zoo  # noqa: E402
+
 pytestmark = pytest.mark.needs_transformers
 
 from archprobe.nn.positions import sinusoidal_positions  # noqa: E402
@@ -134,10 +135,10 @@ def test_llama4_temperature_tuning_on_nope_layers_equals_transformers(tmp_path):
     want = ref(x, None, mask)[0]
     assert_close("same_algorithm", want, ours(x)[0], torch.float32)
     # the card: NoPE layer 1 gets that spec from attn_temperature_tuning / floor_scale / attn_scale
-    from tests.structure.test_positions import _card
+    from tests.support.positions_card import positions_card
 
-    card = _card(tmp_path, {"rope_theta": 5e5, "no_rope_layers": [1, 0, 1], "attn_temperature_tuning": True,
-                            "floor_scale": 4, "attn_scale": 0.3})
+    card = positions_card(tmp_path, {"rope_theta": 5e5, "no_rope_layers": [1, 0, 1],
+                                     "attn_temperature_tuning": True, "floor_scale": 4, "attn_scale": 0.3})
     assert [layer.mixer.query_scale for layer in card.layers] == [None, spec, None]
     assert card.origins["layers.1.mixer.query_scale"] == "config:attn_temperature_tuning"
 

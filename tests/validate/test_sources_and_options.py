@@ -15,8 +15,7 @@ IDS = [5, 17, 3, 99, 42, 7, 250, 1]
 def save_tiny(name, folder, shard="2000GB"):
     from transformers import AutoModelForCausalLM
 
-    from tests.nn.test_cross_transformers import perturb
-    from tests.support.tiny_models import tiny_configs
+    from tests.support.tiny_models import perturb, tiny_configs
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(tiny_configs()[name])
@@ -42,7 +41,7 @@ def test_hub_source_downloads_only_the_shards_it_runs(tmp_path, monkeypatch):
     assert served_shards == set(f["shards_downloaded"])
     assert f["bytes_downloaded"] < f["bytes_total"]
     here = validate(str(local), prompt_ids=IDS, layers="0-0")
-    assert doc["status"] == here["status"] == "pass"
+    assert doc["status"] == here["status"] == "ran"
     assert [la["out_rms"] for la in doc["layers"]] == [la["out_rms"] for la in here["layers"]]
 
 

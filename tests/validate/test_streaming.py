@@ -64,7 +64,7 @@ def test_peak_memory_is_about_one_layer(tmp_path):
                        timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
-    assert got["status"] == "pass" and got["layers"] == LAYERS
+    assert got["status"] == "ran" and got["layers"] == LAYERS
     activations = 16 * (F + 8 * H) * 4 + 16 * VOCAB * 4
     bound = 1.3 * (largest + emb_head + activations)
     assert got["growth"] <= bound, f"RSS grew {got['growth']:,} B; bound {bound:,.0f} (checkpoint {total:,})"

@@ -34,8 +34,7 @@ def test_logits_match_transformers(family, tmp_path):
     pytest.importorskip("transformers")
     from transformers import AutoModelForCausalLM
 
-    from tests.nn.test_cross_transformers import perturb
-    from tests.support.tiny_models import tiny_configs
+    from tests.support.tiny_models import perturb, tiny_configs
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(tiny_configs()[family])
@@ -60,7 +59,7 @@ def test_k3_with_mxfp4_experts_equals_our_decoder_on_dequantized_weights(tmp_pat
     write_k3_checkpoint(tmp_path, d, shards=2, sparse=False)
     ids = [3, 1, 4, 1, 5, 9, 2, 6]
     doc = validate(str(tmp_path), prompt_ids=ids, save_logits=str(tmp_path / "logits.safetensors"))
-    assert doc["status"] == "pass", doc
+    assert doc["status"] == "ran", doc
     assert all(n.startswith(("vision_tower.", "mm_projector.")) for n in doc["unmapped_tensors"])
     got = torch.from_numpy(load_np(str(tmp_path / "logits.safetensors"))["logits"])
 

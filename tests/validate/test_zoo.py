@@ -17,7 +17,8 @@ import pytest
 import torch
 
 pytest.importorskip("transformers")
-zoo_mod = pytest.importorskip("tests.support.zoo", reason="the model zoo (issue 13) is not in this checkout")
+from tests.support import zoo as zoo_mod  # noqa: E402
+
 pytestmark = pytest.mark.needs_transformers
 
 from archprobe.validate import validate  # noqa: E402
@@ -74,7 +75,7 @@ def test_member_reproduces_transformers_or_refuses_naming_the_piece(name, zoo):
 def test_twin_logits_equal_the_originals(name, zoo, tmp_path):
     out = tmp_path / "logits.safetensors"
     status, doc = outcome(zoo[zoo_mod.twin_name(name)], save_logits=str(out))
-    assert status == "pass", (status, doc if isinstance(doc, str) else doc.get("reasons") or doc["missing_tensors"])
+    assert status == "ran", (status, doc if isinstance(doc, str) else doc.get("reasons") or doc["missing_tensors"])
     from safetensors.torch import load_file
 
     got = load_file(str(out))["logits"][0]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from archprobe.adapt import engines, generic, hf, llamacpp
 from archprobe.adapt.result import unknown
-from archprobe.formats.sources import RawCheckpoint, open_source
+from archprobe.formats.checkpoint import RawCheckpoint
+from archprobe.formats.sources import open_source
 from archprobe.structure.inspect import analyse
 
 SCHEMA = "archprobe.adapt/1"
@@ -15,10 +16,9 @@ def adapt(source: str | None = None, progress=None, only: list[str] | None = Non
           ecosystem=None, release_progress=None) -> dict:
     """The adaptation document; `card` (a user's architecture card) overrides the derived one.
     `ecosystem` (adapt.ecosystem.Ecosystem) adds released versions and upstream work; None: installed only."""
-    if source is None:
-        from archprobe.demo import demo_checkpoint
+    from archprobe.demo import source_or_demo
 
-        source = str(demo_checkpoint())
+    source = source_or_demo(source)
     raw = open_source(source, progress)
     return adapt_checkpoint(raw, analyse(raw, card), only, ecosystem, source, release_progress)
 

@@ -29,10 +29,9 @@ def card(source: SourceArg = None,
 
     out = options.writable_file(out, "--out") if out else None
     user = load_card_opt(card_in)
-    if source is None:
-        from archprobe.demo import demo_checkpoint
+    from archprobe.demo import source_or_demo
 
-        source = str(demo_checkpoint())
+    source = source_or_demo(source)
     with shard_progress(not no_progress and not json_out) as progress:
         derived = build_card(open_source(source, progress), user)
     c = derived.card

@@ -6,10 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from archprobe.cli.textsafe import SafeConsole, line, styled
-
-SHORT = {"kda": "KDA", "mla": "MLA", "gqa": "GQA", "mha": "MHA", "mqa": "MQA", "mamba2": "Mamba2",
-         "gated_deltanet": "GDN", "sliding_window": "SWA", "none": "-", "unknown": "?",
-         "dense": "dense", "moe": "MoE", "latent_moe": "LatentMoE"}
+from archprobe.kinds import label
 
 
 def human_count(n: int | float | None) -> str:
@@ -73,8 +70,8 @@ def render_inspect(doc: dict, console: Console | None = None) -> None:
         if a.get(k) is not None:
             t.add_row(k, f"{a[k]:,}" if isinstance(a[k], int) else str(a[k]))
     c.print(t)
-    mixers = [SHORT.get(layer["mixer"], layer["mixer"]) for layer in doc["layers"]]
-    ffns = [SHORT.get(layer["ffn"], layer["ffn"]) for layer in doc["layers"]]
+    mixers = [label(layer["mixer"]) for layer in doc["layers"]]
+    ffns = [label(layer["ffn"]) for layer in doc["layers"]]
     c.print(line(("Layer plan", "bold"), f" ({len(mixers)} layers)"))
     c.print(f"  mixers: {compress_runs(mixers)}")
     c.print(f"  ffn:    {compress_runs(ffns)}")

@@ -75,10 +75,12 @@ def _render(doc: dict) -> None:
     from rich.table import Table
 
     from archprobe.cli.textsafe import SafeConsole, line
+    from archprobe.validate.status import meaning
 
     c = SafeConsole()
-    c.print(line((f"status: {doc['status']}", "bold"), f"  mapped {doc['mapped_tensors']} tensors, unmapped "
-                 f"{len(doc['unmapped_tensors'])}, peak RSS {doc['peak_rss_bytes'] / 2**20:.0f} MiB"))
+    c.print(line((f"status: {doc['status']}", "bold"), f"  ({meaning(doc['status'])})"))
+    c.print(f"  mapped {doc['mapped_tensors']} tensors, unmapped {len(doc['unmapped_tensors'])}, "
+            f"peak RSS {doc['peak_rss_bytes'] / 2**20:.0f} MiB")
     for r in doc.get("reasons", []):
         c.print(line("  ", (r, "yellow")))
     for m in doc["missing_tensors"]:

@@ -20,8 +20,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from archprobe.formats.limits import MAX_RESPONSE_BYTES  # per response (formats/limits.py holds every cap)
+
 ATTEMPT_HEADER = "X-Archprobe-Attempt"
-MAX_RESPONSE_BYTES = 8 * 1024 * 1024       # per response; at concurrency 8 that bounds buffers to ~64 MB
 MAX_CONTENT_CHARS = 4 * 1024 * 1024
 
 

@@ -22,20 +22,20 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote
 
 from archprobe.errors import CheckpointError, SourceError
-from archprobe.formats.http import GuardedHTTP, _Transient
-from archprobe.formats.limits import Deadline, cap
-from archprobe.formats.safetensors import Header, header_length, parse_header
-from archprobe.formats.sources import (
+from archprobe.formats.checkpoint import (
     PICKLE_SUFFIXES,
+    HeaderTotals,
     Progress,
     RawCheckpoint,
-    _Totals,
     check_distinct,
     numbered_shards,
     parse_config_bytes,
     parse_index_bytes,
     shard_names_from_index,
 )
+from archprobe.formats.http import GuardedHTTP, _Transient
+from archprobe.formats.limits import Deadline, cap
+from archprobe.formats.safetensors import Header, header_length, parse_header
 
 RETRIES = 5
 BACKOFF_S = 0.25
@@ -267,7 +267,7 @@ def open_hub(source: str, progress: Progress | None = None) -> RawCheckpoint:
                 "pickle-based weights only (never unpickled)" if any(f.endswith(PICKLE_SUFFIXES) for f in files)
                 else "no .safetensors or .gguf files")
         raise SourceError(f"{repo_id}@{revision}: {kind}")
-    totals = _Totals(repo_id)
+    totals = HeaderTotals(repo_id)
     lock = threading.Lock()
 
     def one(name: str) -> Header:

@@ -100,6 +100,10 @@ _DEFAULTS: dict[str, float] = {
     "FORGE_MAX_WAIT_S": 60.0,
 }
 
+# Fixed caps (no environment override), kept here with the others so the README can quote one place.
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024        # eval: one chat response; at concurrency 8, ~64 MB of buffers
+MAX_VALIDATE_DOC_BYTES = 64 * 1024 * 1024   # report --validate-json: the validate document read back
+
 
 def cap(name: str) -> int | float:
     """The cap `name`, from `ARCHPROBE_<name>` when set to a positive finite number, else the default."""

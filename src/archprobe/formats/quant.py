@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from archprobe.formats.dtypes import FP8
 from archprobe.formats.safetensors import TensorInfo
 
 PLAIN_DTYPES = {"F32", "F16", "BF16", "F64", "GGUF_F32", "GGUF_F16", "GGUF_BF16", "GGUF_F64"}
 SCALE_ONLY_DTYPES = {"F8_E8M0", "E8M0", "UE8"}
-FP8_DTYPES = {"F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ"}
+FP8_DTYPES = FP8   # formats/dtypes.py
 CT_META_SUFFIXES = ("weight_scale", "weight_zero_point", "weight_global_scale", "input_global_scale",
                     "weight_shape", "weight_g_idx", "input_scale", "output_scale", "k_scale", "v_scale")
 

@@ -124,7 +124,7 @@ def header_length(prefix: bytes, path: str, file_bytes: int | None) -> int:
     return n
 
 
-def _short(value) -> str:
+def short_repr(value) -> str:
     """repr() of a hostile value, cut short (an error message must stay one readable line)."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -133,25 +133,25 @@ def _short(value) -> str:
 def _entry_problem(tname: str, entry, data_bytes: int | None) -> str | None:
     """The precise complaint about one entry (the slow path, run only once something is wrong)."""
     if not isinstance(entry, dict):
-        return f"tensor {_short(tname)}: entry is not a JSON object"
+        return f"tensor {short_repr(tname)}: entry is not a JSON object"
     dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
     if not isinstance(dtype, str):
-        return f"tensor {_short(tname)}: dtype {_short(dtype)} is not a string"
+        return f"tensor {short_repr(tname)}: dtype {short_repr(dtype)} is not a string"
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-        return f"tensor {_short(tname)}: shape {_short(shape)} is not a list of non-negative integers"
+        return f"tensor {short_repr(tname)}: shape {short_repr(shape)} is not a list of non-negative integers"
     if len(shape) > MAX_DIMS:
-        return f"tensor {_short(tname)}: shape has {len(shape)} dimensions, over the cap of {MAX_DIMS}"
+        return f"tensor {short_repr(tname)}: shape has {len(shape)} dimensions, over the cap of {MAX_DIMS}"
     if math.prod(shape) > MAX_ELEMENTS:
-        return f"tensor {_short(tname)}: shape {_short(shape)} has over {MAX_ELEMENTS:,} elements"
+        return f"tensor {short_repr(tname)}: shape {short_repr(shape)} has over {MAX_ELEMENTS:,} elements"
     if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)):
-        return f"tensor {_short(tname)}: data_offsets {_short(offsets)} is not two integers"
+        return f"tensor {short_repr(tname)}: data_offsets {short_repr(offsets)} is not two integers"
     begin, end = offsets
     if not 0 <= begin <= end or end > (data_bytes if data_bytes is not None else 1 << 62):
         where = "" if data_bytes is None else f" of {data_bytes:,} bytes"
-        return f"tensor {_short(tname)}: data_offsets [{begin}, {end}] outside the data region{where}"
+        return f"tensor {short_repr(tname)}: data_offsets [{begin}, {end}] outside the data region{where}"
     bits = DTYPE_BITS.get(dtype)
     if bits is not None and math.prod(shape) * bits != (end - begin) * 8:
-        return (f"tensor {_short(tname)}: {_short(dtype)}{shape} needs {math.prod(shape) * bits // 8:,} bytes, "
+        return (f"tensor {short_repr(tname)}: {short_repr(dtype)}{shape} needs {math.prod(shape) * bits // 8:,} bytes, "
                 f"data_offsets give {end - begin:,}")
     return None
 
@@ -209,13 +209,13 @@ def _whole(raw: bytes, path: str) -> tuple[dict, dict]:
 
 def _check_unique(tensors: list[TensorInfo], path: str) -> None:
     """A streamed header has no dict to merge a repeated name: a name given twice is refused (a folded
-    family's repeats are caught by its count against its largest index, formats/sources.Distinct)."""
+    family's repeats are caught by its count against its largest index, formats/checkpoint.Distinct)."""
     names = [t.name for t in tensors if t.top < 0]
     if len(set(names)) != len(names):
         seen: set = set()
         for n in names:
             if n in seen:
-                raise CheckpointError(path, f"tensor {_short(n)} appears twice in the header")
+                raise CheckpointError(path, f"tensor {short_repr(n)} appears twice in the header")
             seen.add(n)
 
 
@@ -338,7 +338,7 @@ def _overlap_message(pairs, begin: int) -> str:
     prev = None
     for b, n in names:
         if b >= begin and prev is not None:
-            return f"tensors {_short(prev)} and {_short(n)} overlap (data_offsets)"
+            return f"tensors {short_repr(prev)} and {short_repr(n)} overlap (data_offsets)"
         prev = n
     return "two tensors overlap (data_offsets)"
 

@@ -26,10 +26,9 @@ def collect(source: str | None, context: str = "32k", batch: int = 1, budget: st
     # read before the long work: a bad document fails in a second, not after the whole report
     validation = _read_validate_json(validate_json) if validate_json else None
     observation = _read_json(observe_json, "archprobe.observe/1", "the observe document") if observe_json else None
-    if source is None:
-        from archprobe.demo import demo_checkpoint
+    from archprobe.demo import source_or_demo
 
-        source = str(demo_checkpoint())
+    source = source_or_demo(source)
     raw = open_source(source, progress)   # headers read once, for the structure and the adaptation
     doc = analyse(raw, card)     # the card is built once; memory, adapt and the page read it
     target = parse_tokens(context)
@@ -63,11 +62,12 @@ def _read_json(path: str, schema: str, what: str) -> dict:
     import os
 
     from archprobe.formats.jsontext import load_strict
+    from archprobe.formats.limits import MAX_VALIDATE_DOC_BYTES
     from archprobe.formats.localfiles import read_capped
 
     folder = os.path.dirname(os.path.abspath(path))
-    raw = read_capped(folder, path, 64 * 1024 * 1024, what)
-    doc = load_strict(raw, path, what, 64 * 1024 * 1024)
+    raw = read_capped(folder, path, MAX_VALIDATE_DOC_BYTES, what)
+    doc = load_strict(raw, path, what, MAX_VALIDATE_DOC_BYTES)
     if not isinstance(doc, dict) or doc.get("schema") != schema:
         found = doc.get("schema") if isinstance(doc, dict) else None
         raise ArchprobeError(f"{path}: schema {found!r}, expected {schema}")

@@ -169,7 +169,11 @@ def _validate(v) -> str:
     ref_line = f"<p>reference: {e(ref)}</p>" if ref else ""
     unmapped = v.get("unmapped_tensors")
     n_unmapped = len(unmapped) if isinstance(unmapped, list) else unmapped
-    return (f"<section id=validate><h2>Validation</h2><p>status <b>{num('validate-status', v.get('status'))}</b>; "
+    from archprobe.validate.status import meaning
+
+    gloss = f" ({e(meaning(v.get('status')))})" if meaning(v.get("status")) else ""
+    return (f"<section id=validate><h2>Validation</h2><p>status <b>{num('validate-status', v.get('status'))}</b>"
+            f"{gloss}; "
             f"{fmt(v.get('mapped_tensors', 0), ',')} tensors mapped, {fmt(n_unmapped, ',')} not mapped.</p>"
             f"{ref_line}<table><tr><th>layer</th><th>kind</th><th>rms</th><th>max |h|</th><th>finite</th></tr>{rows}"
             "</table></section>")

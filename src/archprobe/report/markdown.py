@@ -74,7 +74,10 @@ def render(data: dict) -> str:
     v = data.get("validate")
     out += ["", "## Validation", ""]
     if v:
-        out.append(f"Status **{md(v.get('status'))}**; {num(v.get('mapped_tensors', 0))} tensors mapped.")
+        from archprobe.validate.status import meaning
+
+        gloss = f" ({md(meaning(v.get('status')))})" if meaning(v.get("status")) else ""
+        out.append(f"Status **{md(v.get('status'))}**{gloss}; {num(v.get('mapped_tensors', 0))} tensors mapped.")
         out += ["", "| layer | kind | rms | max abs | finite |", "|---|---|---|---|---|"]
         layers = v.get("layers") if isinstance(v.get("layers"), list) else []
         out += [f"| {num(s.get('index'))} | {md(s.get('kind'))} | {num(s.get('out_rms'), '.4g')} | "

@@ -11,15 +11,14 @@ from archprobe.untrusted import visible
 def escape(value) -> str:
     return _escape(visible(value), quote=True)
 
-PALETTE = {
-    "kda": "#3a7bd5", "gated_deltanet": "#5aa0e8", "mamba2": "#7fb3d5", "mla": "#d5793a", "gqa": "#e0a35a",
-    "mha": "#c96f2d", "mqa": "#e8b77d", "none": "#cccccc", "dense": "#5aa469", "moe": "#9b59b6",
-    "latent_moe": "#6c3483", "attnres": "#c0392b", "gated": "#e67e22", "plain": "#95a5a6", "depth_weights": "#8e6c3b",
-}
+# residual kinds; mixer and FFN kinds take their colours from kinds/ (one registry)
+PALETTE = {"attnres": "#c0392b", "gated": "#e67e22", "plain": "#95a5a6", "depth_weights": "#8e6c3b"}
 
 
 def color(kind: str) -> str:
-    return PALETTE.get(kind, "#7f8c8d")
+    from archprobe.kinds import colour
+
+    return PALETTE.get(kind) or colour(kind)
 
 
 def layer_strip(layers: list[dict]) -> str:

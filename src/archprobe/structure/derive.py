@@ -13,8 +13,8 @@ import math
 import struct
 from collections import Counter
 
+from archprobe.formats.checkpoint import RawCheckpoint
 from archprobe.formats.quant import classify, summarize
-from archprobe.formats.sources import RawCheckpoint
 from archprobe.structure.bind_layer import bind_layer, common_prefix_len, norm_eps
 from archprobe.structure.card import Card
 from archprobe.structure.config import ConfigView

@@ -5,13 +5,10 @@ feature is a view of card fields, so every command that reads the card agrees wi
 
 from __future__ import annotations
 
+from archprobe.kinds import MIXERS
 from archprobe.structure.card import Card
 
-MIXER_IDS = {"kda": "linear_attention.kda", "gated_deltanet": "linear_attention.gated_deltanet",
-             "mamba2": "ssm.mamba2", "mla": "attention.mla", "gqa": "attention.gqa", "mha": "attention.mha",
-             "mqa": "attention.mqa", "lowrank_kv": "attention.kv_compression", "short_conv": "conv.short",
-             "mamba": "ssm.mamba", "lightning": "linear_attention.lightning",
-             "rg_lru": "recurrent.rg_lru"}
+MIXER_IDS = {name: k.feature for name, k in MIXERS.items()}   # kinds/: one registry of kinds
 ATTENTION = ("gqa", "mha", "mqa", "mla", "lowrank_kv")
 
 
@@ -42,35 +39,8 @@ class FeatureSet:
 
 
 def _mixer_attrs(m, H: int | None) -> dict:
-    if m.kind in ("gqa", "mha", "mqa"):
-        return {"num_heads": m.num_heads, "num_kv_heads": m.num_kv_heads, "head_dim": m.head_dim}
-    if m.kind == "mla":
-        return {"kv_lora_rank": m.kv_lora_rank, "q_lora_rank": m.q_lora_rank, "rope_dim": m.rope_dim,
-                "cache_width_per_token": m.cache_width_per_token, "num_heads": m.num_heads}
-    if m.kind == "lowrank_kv":
-        return {"ratio": round(m.kv_lora_rank / H, 4) if H and m.kv_lora_rank else None, "rank": m.kv_lora_rank,
-                "cache_width_per_token": m.cache_width_per_token, "num_heads": m.num_heads}
-    if m.kind == "kda":
-        a = {"num_heads": m.num_heads, "head_dim": m.head_dim, "conv_kernel": m.conv_kernel,
-             "gate_lower_bound": m.gate_lower_bound, "output_gate": m.output_gate}
-        if m.a_log_stored is not None:
-            a["a_log_stored"] = m.a_log_stored
-        return a
-    if m.kind == "gated_deltanet":
-        return {"num_heads": m.num_heads, "head_dim": m.head_dim, "value_head_dim": m.value_head_dim,
-                "conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel}
-    if m.kind == "mamba2":
-        return {"num_heads": m.num_heads, "head_dim": m.head_dim, "state_size": m.state_size, "n_groups": m.n_groups,
-                "conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel}
-    if m.kind == "rg_lru":
-        return {"width": m.conv_dim, "conv_kernel": m.conv_kernel, "num_heads": m.num_heads}
-    if m.kind == "lightning":
-        return {"num_heads": m.num_heads, "head_dim": m.head_dim}
-    if m.kind == "mamba":
-        return {"state_size": m.state_size, "conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel}
-    if m.kind == "short_conv":
-        return {"conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel}
-    return {}
+    k = MIXERS.get(m.kind)
+    return k.attrs(m, H) if k and k.attrs else {}
 
 
 def features(card: Card, table=None) -> list[dict]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from archprobe.formats.sources import Progress, RawCheckpoint, open_source
+from archprobe.formats.checkpoint import Progress, RawCheckpoint
+from archprobe.formats.sources import open_source
 from archprobe.structure.card import Card
 from archprobe.structure.derive import Derived, derive
 from archprobe.structure.features import features
@@ -147,8 +148,7 @@ def inspect_checkpoint(source: str | None = None, progress: Progress | None = No
 
     `card`: a user card (`archprobe card` output, edited) that overrides what the derivation guessed.
     """
-    if source is None:
-        from archprobe.demo import demo_checkpoint
+    from archprobe.demo import source_or_demo
 
-        source = str(demo_checkpoint())
+    source = source_or_demo(source)
     return analyse(open_source(source, progress), card)

@@ -27,9 +27,9 @@ def cache_root() -> Path:
 
 def fetch_layers(source: str, n_layers_needed, progress=None) -> tuple[str, dict]:
     """(local folder, what was fetched). `n_layers_needed(config)` says how many leading layers run."""
+    from archprobe.formats.checkpoint import parse_config_bytes, parse_index_bytes, shard_names_from_index
     from archprobe.formats.hub import HubReader, list_files
     from archprobe.formats.limits import Deadline, cap
-    from archprobe.formats.sources import parse_config_bytes, parse_index_bytes, shard_names_from_index
     from archprobe.validate.mapping import VISION
 
     repo_id, _, revision = source.partition("@")

@@ -18,10 +18,9 @@ from dataclasses import dataclass
 import torch
 
 from archprobe.errors import CheckpointError
+from archprobe.formats.dtypes import TORCH_NAMES
 
-TORCH_DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64,
-                "U8": torch.uint8, "I8": torch.int8, "I16": torch.int16, "I32": torch.int32, "I64": torch.int64,
-                "BOOL": torch.bool}
+TORCH_DTYPES = {name: getattr(torch, attr) for name, attr in TORCH_NAMES.items()}   # formats/dtypes.py
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """`validate`: load (checkpoint + card), stream (archprobe.nn, one layer at a time), compare.
 
-The status never claims more than was checked: `pass` means every tensor the card binds loaded into
-the module the card describes and every layer's output is finite, and, when a reference ran, that the
-logits agree within the fp32 gate (relative max |diff| <= 1e-4 and KL <= 1e-6); `checked` lists what
-was. A reference that disagrees, or cannot run when asked for, is `fail`. A card that describes what
+The status never claims more than was checked: `ran` means every tensor the card binds loaded into
+the module the card describes and every layer's output is finite, and nothing was compared; `pass`
+means that and, in addition, that a reference's logits agree within the fp32 gate (relative max |diff|
+<= 1e-4 and KL <= 1e-6); `checked` lists what was. A reference that disagrees, or cannot run when asked
+for, is `fail`; a bfloat16 comparison is reported but not gated, so it stays `ran`. A card that describes what
 archprobe.nn cannot run is `unsupported` with the one missing piece; a field validate needs that the
 card leaves unknown is a one-line error naming it (NeedsField).
 """
@@ -86,7 +87,7 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
         from archprobe.validate.prompt import encode
 
         prompt_ids = encode(source, prompt)
-    doc: dict = {"schema": SCHEMA, "status": "pass", "checked": [], "mapped_tensors": 0, "unmapped_tensors": [],
+    doc: dict = {"schema": SCHEMA, "status": "ran", "checked": [], "mapped_tensors": 0, "unmapped_tensors": [],
                  "missing_tensors": [], "layers": [], "reference": None, "peak_rss_bytes": 0}
     if fetched:
         doc["fetched"] = fetched
@@ -136,8 +137,9 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
             ok = within_gate(doc["reference"], dtype)
             doc["reference"]["within_gate"] = ok
             if doc["reference"].get("error") or ok is False:
-                doc["status"] = "fail" if doc["status"] == "pass" else doc["status"]
+                doc["status"] = "fail" if doc["status"] == "ran" else doc["status"]
             elif ok:
+                doc["status"] = "pass" if doc["status"] == "ran" else doc["status"]
                 doc["checked"].append("logits within the fp32 gate of the reference")
     result.hidden.close()
     doc["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -1,5 +1,6 @@
-"""Run the CLI as a user would, in a child process, and measure what it cost: exit status, stderr,
-wall time and the child's own peak RSS (VmHWM of the process after exec: see _child.py)."""
+"""The CLI as a user runs it, in a child process: `run` (what it printed and its exit status) and its
+bounded variant `run_cli` + `assert_bounded` (also the wall time and the child's own peak RSS, VmHWM of
+the process after exec: see cli_child.py), which every hostile case is held to."""
 
 from __future__ import annotations
 
@@ -18,6 +19,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RSS_BOUND = 400 * 2**20       # the CLI itself (typer, rich, numpy, huggingface_hub) is ~100-150 MB
 WALL_BOUND_S = 30.0           # every case below sets deadlines of a few seconds
 FAST_ENV = {"ARCHPROBE_DEADLINE_S": "4", "ARCHPROBE_REQUEST_DEADLINE_S": "3"}
+
+
+def run(*args, env=None):
+    """`archprobe ARGS` in a child process (this interpreter, the caller's environment plus `env`)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "archprobe.cli.main", *args], capture_output=True, text=True,
+                          env=full_env, timeout=300)
 
 
 @dataclass
@@ -39,7 +47,7 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120.0, cwd: st
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as tmp:
         full["ARCHPROBE_TEST_RSS_FILE"] = rss_file = os.path.join(tmp, "rss")
         start = time.monotonic()
-        p = subprocess.Popen([*wrap, sys.executable, os.path.join(ROOT, "tests", "hostile", "_child.py"), *args],
+        p = subprocess.Popen([*wrap, sys.executable, os.path.join(ROOT, "tests", "support", "cli_child.py"), *args],
                              stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=full, cwd=cwd)
         killer = threading.Timer(timeout, lambda: os.kill(p.pid, signal.SIGKILL))
         killer.start()
