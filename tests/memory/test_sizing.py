@@ -139,7 +139,7 @@ def test_engine_rules_change_the_answer(k3):
 def test_mtp_layers_counted_only_when_asked(tmp_path):
     """A checkpoint with one MTP layer beside its 3 decoder layers: speculative decoding off leaves its weights
     out (as engines do), --mtp adds them and one more layer's KV cache."""
-    from tests.structure.test_config_semantics import _write
+    from tests.support.header_checkpoints import write_llama as _write
 
     doc = inspect_checkpoint(_write(tmp_path, {}, mtp=True))
     mtp = doc["params"]["stored_bytes_by_component"]["mtp"]
