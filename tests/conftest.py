@@ -12,6 +12,10 @@ from tests.support.zoo_fixtures import zoo, zoo_root  # noqa: F401  (session fix
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Each test session writes the demo checkpoint into its own cache, never the user's."""
     monkeypatch.setenv("ARCHPROBE_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+    # adapt reads the package index and the forge by default: a test that names no stand-in meets a closed
+    # port at once (the offline path), never the public services
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("GITHUB_API_URL", "http://127.0.0.1:9")
 
 
 @pytest.fixture(scope="session")
