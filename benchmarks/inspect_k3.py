@@ -20,15 +20,15 @@ import tempfile
 
 from _util import paired_ratio, round_robin, table
 
-from archprobe.synthetic import K3Dims, write_k3_checkpoint
+from archprobe.synthetic import K3_SHARD_NAME, K3Dims, write_k3_checkpoint
 
 
 def main() -> None:
     rounds = int(os.environ.get("BENCH_REPEAT", "5"))
-    cache = os.path.join(tempfile.gettempdir(), "archprobe-bench-k3")
+    cache = os.path.join(tempfile.gettempdir(), "archprobe-bench-k3-published-names")
     if not os.path.exists(os.path.join(cache, "config.json")):
-        print(f"writing sparse K3 checkpoint into {cache} ...", flush=True)
-        write_k3_checkpoint(cache, K3Dims(), shards=96, sparse=True)
+        print(f"writing sparse K3 checkpoint (its published shard names) into {cache} ...", flush=True)
+        write_k3_checkpoint(cache, K3Dims(), shards=96, sparse=True, shard_name=K3_SHARD_NAME)
     shards = sorted(f for f in os.listdir(cache) if f.endswith(".safetensors"))
     header_bytes = 0
     for s in shards:

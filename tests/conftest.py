@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from archprobe.synthetic import K3Dims, tiny_k3_dims, write_k3_checkpoint
+from archprobe.synthetic import K3_SHARD_NAME, K3Dims, tiny_k3_dims, write_k3_checkpoint
 from tests.support.zoo_fixtures import zoo, zoo_root  # noqa: F401  (session fixtures over the model zoo)
 
 
@@ -20,9 +20,10 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
 
 @pytest.fixture(scope="session")
 def k3_sparse(tmp_path_factory):
-    """The full K3 inventory (96 shards, 497,220 tensors, 1.45 TB apparent) as sparse files."""
+    """The full K3 inventory (96 shards, 497,220 tensors, 1.45 TB apparent) as sparse files, under the
+    shard names K3 is published with (`model-00001-of-000096.safetensors`)."""
     folder = tmp_path_factory.mktemp("k3-sparse")
-    write_k3_checkpoint(folder, K3Dims(), shards=96, sparse=True)
+    write_k3_checkpoint(folder, K3Dims(), shards=96, sparse=True, shard_name=K3_SHARD_NAME)
     return str(folder)
 
 

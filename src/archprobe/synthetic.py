@@ -198,10 +198,15 @@ def _random_bytes(name: str, dtype: str, shape: tuple[int, ...], rng: np.random.
     return arr.astype("<f4").tobytes()
 
 
+K3_SHARD_NAME = "model-{k:05d}-of-{n:06d}.safetensors"   # as published: five digits, then six
+HF_SHARD_NAME = "model-{k:05d}-of-{n:05d}.safetensors"   # what transformers' save_pretrained writes
+
+
 def write_k3_checkpoint(folder: str | os.PathLike, d: K3Dims, *, shards: int = 1, sparse: bool = True,
-                        seed: int = 0) -> dict:
+                        seed: int = 0, shard_name: str = HF_SHARD_NAME) -> dict:
     """Write config.json, the shards and model.safetensors.index.json; returns summary figures.
 
+    `shard_name` formats each shard's file name from its number `k` (from 1) and the count `n`.
     `sparse=True` leaves every data region as a hole (headers only on disk); otherwise the data is
     random with real MXFP4 packing (only sensible for small widths).
     """
@@ -233,7 +238,7 @@ def write_k3_checkpoint(folder: str | os.PathLike, d: K3Dims, *, shards: int = 1
     weight_map: dict[str, str] = {}
     sizes = 0
     for k, group in enumerate(groups):
-        fname = f"model-{k + 1:05d}-of-{shards:05d}.safetensors" if shards > 1 else "model.safetensors"
+        fname = shard_name.format(k=k + 1, n=shards) if shards > 1 else "model.safetensors"
         sizes += write_safetensors(os.path.join(folder, fname),
                                    [(n, dt, s, data.get(n)) for n, dt, s in group], {"format": "pt"})
         weight_map.update({n: fname for n, _, _ in group})

@@ -3,6 +3,8 @@ shards are fetched in parallel, 429/5xx are retried, 404 and gated repos give on
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from archprobe.errors import SourceError
@@ -87,3 +89,44 @@ def test_missing_revision(hub):
     server.fail["/org/k3-small/resolve/v9/config.json"] = [404]
     with pytest.raises(SourceError, match="404"):
         inspect_checkpoint("org/k3-small@v9")
+
+
+@pytest.mark.parametrize("shard_name", [
+    "model-{k:05d}-of-{n:06d}.safetensors",   # Kimi K3 as published: five digits, then six
+    "model-{k}-of-{n}.safetensors",           # Kimi K2 as published: no padding (`-1-of-61`)
+    "model-{k:05d}-of-{n:05d}.safetensors",   # transformers' save_pretrained
+])
+def test_published_shard_names_need_no_index(tmp_path, monkeypatch, shard_name):
+    """A listing that names a complete numbered set, whatever its digit widths: the index is never
+    requested, remotely or locally, and every byte sent is a header byte or the listing."""
+    folder = tmp_path / "repo"
+    write_k3_checkpoint(folder, SMALL, shards=12, sparse=True, shard_name=shard_name)
+    names = sorted(p.name for p in folder.glob("*.safetensors"))
+    assert shard_name.format(k=1, n=12) in names and len(names) == 12
+    with HubServer() as server:
+        server.add_repo("org/k3-names", str(folder))
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        remote = inspect_checkpoint("org/k3-names")
+        paths = [p for _, p, _ in server.served]
+        assert not [p for p in paths if "index.json" in p], paths
+        assert server.bytes_served(lambda p: p.endswith(".safetensors")) <= 1.05 * _header_bytes(folder)
+    os.remove(folder / "model.safetensors.index.json")   # locally too: the set alone names the shards
+    local = inspect_checkpoint(str(folder))
+    assert remote["params"] == local["params"] and remote["layers"] == local["layers"]
+
+
+@pytest.mark.parametrize("names,complete", [
+    (["m-1-of-3.safetensors", "m-2-of-3.safetensors", "m-3-of-3.safetensors"], True),
+    (["m-001-of-3.safetensors", "m-002-of-3.safetensors", "m-003-of-3.safetensors"], True),
+    (["m-1-of-3.safetensors", "m-02-of-3.safetensors", "m-3-of-3.safetensors"], False),   # mixed widths
+    (["m-1-of-3.safetensors", "m-3-of-3.safetensors"], False),                            # one missing
+    (["m-0-of-2.safetensors", "m-1-of-2.safetensors"], False),                            # numbered from 0
+    (["m-1-of-2.safetensors", "m-2-of-2.safetensors", "m-3-of-2.safetensors"], False),    # past the count
+    (["m-1-of-0.safetensors"], False),
+])
+def test_numbered_set_rule(names, complete):
+    from archprobe.formats.checkpoint import numbered_shards
+
+    got = numbered_shards(names)
+    assert (got == sorted(names, key=lambda n: int(n.split("-")[1]))) if complete else got is None

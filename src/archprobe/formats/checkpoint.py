@@ -81,24 +81,30 @@ def shard_names_from_index(index: dict, where: str) -> list[str]:
     return names
 
 
-NUMBERED = re.compile(r"^(?P<base>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.safetensors$")
+NUMBERED = re.compile(r"^(?P<base>.+)-(?P<no>\d{1,9})-of-(?P<count>\d{1,9})\.safetensors$")
 
 
 def numbered_shards(files) -> list[str] | None:
-    """The complete `base-0000k-of-0000n.safetensors` set among `files` (top folder only), when there is
-    exactly one: then the index (K3's is 40 MB) need not be read to know the shards."""
-    sets: dict[tuple[str, str], list[str]] = {}
+    """The complete `base-k-of-n.safetensors` set among `files` (top folder only), when there is exactly
+    one: then the index (K3's is 58 MB) need not be read to know the shards. Digit widths are as published:
+    five and five (`-00001-of-00096`), five and six (K3's `-00001-of-000096`), or none (K2's `-1-of-61`);
+    the shard numbers share one width, the count keeps its own."""
+    sets: dict[tuple[str, str], dict[str, str]] = {}
     for f in files:
         m = NUMBERED.match(f) if "/" not in f else None
         if m:
-            sets.setdefault((m["base"], m["count"]), []).append(f)
+            sets.setdefault((m["base"], m["count"]), {})[m["no"]] = f
     if len(sets) != 1:
         return None
-    (base, count), names = next(iter(sets.items()))
-    if int(count) > cap("MAX_SHARDS"):
+    (base, count), by_number = next(iter(sets.items()))
+    n = int(count)
+    if not 1 <= n <= cap("MAX_SHARDS") or len(by_number) != n:
         return None
-    expected = [f"{base}-{i:05d}-of-{count}.safetensors" for i in range(1, int(count) + 1)]
-    return expected if sorted(names) == expected else None
+    for width in sorted({len(no) for no in by_number}):
+        expected = [f"{base}-{i:0{width}d}-of-{count}.safetensors" for i in range(1, n + 1)]
+        if set(expected) == set(by_number.values()):
+            return expected
+    return None
 
 
 class Distinct:
