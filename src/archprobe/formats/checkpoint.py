@@ -36,10 +36,11 @@ Progress = Callable[[int, int], None]  # (done, total) shards
 
 
 def parse_config_bytes(raw: bytes, where: str) -> dict:
-    """config.json, parsed strictly (caps, depth, no duplicate keys or NaN: formats/jsontext.py)."""
+    """config.json, parsed strictly (caps, depth, no duplicate keys: formats/jsontext.py); Infinity and NaN
+    literals are values, as transformers writes them, refused by the readers of sizes (structure/config.py)."""
     from archprobe.formats.jsontext import load_strict
 
-    return load_strict(raw, where, "config.json", cap("MAX_CONFIG_BYTES"))
+    return load_strict(raw, where, "config.json", cap("MAX_CONFIG_BYTES"), non_finite=True)
 
 
 def parse_index_bytes(raw: bytes, where: str) -> dict:

@@ -127,15 +127,19 @@ def check_cost(raw: bytes, where: str, what: str, error=CheckpointError) -> None
         raise error(where, message) if error is CheckpointError else error(f"{where}: {message}")
 
 
-def load_strict(raw: bytes, where: str, what: str, limit: int | None = None) -> dict:
-    """A JSON object from `raw`; any of the module docstring's problems is one CheckpointError."""
-    doc = parse(raw, where, what, limit)
+def load_strict(raw: bytes, where: str, what: str, limit: int | None = None, non_finite: bool = False) -> dict:
+    """A JSON object from `raw`; any of the module docstring's problems is one CheckpointError.
+    `non_finite`: `Infinity`, `-Infinity` and `NaN` literals (and a number past a float's range) are values,
+    as Python's json reads them and transformers writes them (`"time_step_limit": [0.0, Infinity]` in every
+    Mamba-2 config it saves); config.json takes them, and its readers refuse them where a count, width or
+    size must be finite, naming the key (structure/config.py)."""
+    doc = parse(raw, where, what, limit, non_finite)
     if not isinstance(doc, dict):
         raise CheckpointError(where, f"{what} is a JSON {type(doc).__name__}, not an object")
     return doc
 
 
-def parse(raw: bytes, where: str, what: str, limit: int | None = None):
+def parse(raw: bytes, where: str, what: str, limit: int | None = None, non_finite: bool = False):
     """Any JSON value from `raw`, parsed as strictly as load_strict."""
     limit = cap("MAX_CONFIG_BYTES") if limit is None else limit
     if len(raw) > limit:
@@ -143,8 +147,8 @@ def parse(raw: bytes, where: str, what: str, limit: int | None = None):
     check_cost(raw, where, what)
     max_depth = cap("MAX_JSON_DEPTH")
     try:
-        doc = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant,
-                         parse_float=_finite_float, parse_int=_short_int)
+        constants = {} if non_finite else {"parse_constant": _no_constant, "parse_float": _finite_float}
+        doc = json.loads(raw, object_pairs_hook=_unique_keys, parse_int=_short_int, **constants)
     except _Refused as exc:
         raise CheckpointError(where, f"{what} is refused: {exc}") from None
     except RecursionError:
