@@ -147,3 +147,19 @@ def test_mtp_layers_counted_only_when_asked(tmp_path):
     on = sizing_document(doc, 1000, budget=(1, 10 ** 9), mtp=True)["per_device"][0]
     assert on["weights_bytes"] - off["weights_bytes"] == mtp
     assert on["cache_bytes"] == off["cache_bytes"] * 4 // 3            # 3 layers' caches + the MTP layer's
+
+
+@pytest.mark.parametrize("gpu,tokens,seqs", [("h200", 8192, 1024), ("h100", 8192, 1024), ("mi300x", 8192, 1024),
+                                             ("a100-80gb", 2048, 256), ("l40s", 2048, 256), ("rtx4090", 2048, 256)])
+def test_vllm_batch_defaults_follow_the_device(gpu, tokens, seqs):
+    """vLLM's EngineArgs.get_batch_defaults (OpenAI server): >= 70 GiB and not an A100 -> 8192 tokens and 1024
+    sequences; otherwise 2048 and 256. A user's value replaces either."""
+    from archprobe.memory.devices import device
+    from archprobe.memory.engines import engine
+
+    d = device(gpu)
+    e = engine("vllm", device_memory_bytes=d.memory_bytes, device_name=d.name)
+    assert (e.max_num_batched_tokens, e.max_num_seqs) == (tokens, seqs)
+    assert any(f"max_num_seqs {seqs} (default)" in r for r in e.rules)
+    given = engine("vllm", device_memory_bytes=d.memory_bytes, device_name=d.name, max_num_seqs=7)
+    assert given.max_num_seqs == 7 and any("max_num_seqs 7 (given)" in r for r in given.rules)

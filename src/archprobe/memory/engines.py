@@ -5,8 +5,9 @@ the printed rule says so.
 
 Sources (read, not copied):
   vLLM   vllm/config/cache.py (CacheConfig: gpu_memory_utilization=0.9, block_size 16 on CUDA),
-         vllm/engine/arg_utils.py (usage-context defaults: the OpenAI server on a >=70 GiB GPU uses
-         max_num_batched_tokens 8192 and max_num_seqs 1024; the LLM class 16384 / 256),
+         vllm/engine/arg_utils.py (EngineArgs.get_batch_defaults: the OpenAI server on a GPU of >= 70 GiB whose
+         name does not contain "a100" uses max_num_batched_tokens 8192 and max_num_seqs 1024; on other GPUs
+         2048 and 256; the LLM class 16384 / 1024 and 8192 / 256),
          vllm/v1/worker/gpu_worker.py determine_available_memory (KV pool = total * utilization - weights -
          the profiled peak of a dummy forward at max_num_batched_tokens - non-torch memory; CUDA-graph memory
          estimated and reserved before the pool since ~0.11), vllm/v1/core/kv_cache_utils.py (hybrid manager:
@@ -59,15 +60,20 @@ def _chosen(value, default, what: str) -> tuple:
 
 def engine(name: str | None, *, gpu_memory_utilization: float | None = None, block_size: int | None = None,
            max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
-           mem_fraction_static: float | None = None, cuda_graphs: bool = True) -> Engine | None:
-    """The rule set of engine `name` with the user's overrides; None for no engine (the bare model)."""
+           mem_fraction_static: float | None = None, cuda_graphs: bool = True,
+           device_memory_bytes: int | None = None, device_name: str = "") -> Engine | None:
+    """The rule set of engine `name` with the user's overrides; None for no engine (the bare model).
+    vLLM's batch defaults depend on the device (`device_memory_bytes`, `device_name`; unknown: a large one)."""
     if name is None or name == "reference":
         return None
     if name == "vllm":
         util, u = _chosen(gpu_memory_utilization, 0.9, "gpu_memory_utilization")
         bs, b = _chosen(block_size, 16, "block_size")
-        mbt, m = _chosen(max_num_batched_tokens, 8192, "max_num_batched_tokens")
-        seqs, s = _chosen(max_num_seqs, 1024, "max_num_seqs")
+        large = (device_memory_bytes is None or device_memory_bytes >= 70 * 2**30) and "a100" not in device_name.lower()
+        mbt, m = _chosen(max_num_batched_tokens, 8192 if large else 2048, "max_num_batched_tokens")
+        seqs, s = _chosen(max_num_seqs, 1024 if large else 256, "max_num_seqs")
+        which = ("a GPU of >= 70 GiB, not an A100" if large else "a GPU under 70 GiB or an A100") + (
+            "" if device_memory_bytes is not None else "; no device named, a large one assumed")
         graph = min(512, seqs) if cuda_graphs else 0
         rules = [f"vLLM {VLLM_VERSION}",
                  f"{u}: the engine uses at most that share of each device; weights, the profiled activation "
@@ -75,7 +81,7 @@ def engine(name: str | None, *, gpu_memory_utilization: float | None = None, blo
                  f"{b}: every KV / latent cache is allocated in pages of {bs} tokens",
                  f"{m}: the memory profile runs one forward of that many tokens (chunked prefill's largest step); "
                  "its activation peak is reserved",
-                 f"{s}: at most that many sequences run at once (the OpenAI server's default on a >=70 GiB GPU)",
+                 f"{s}: at most that many sequences run at once (the OpenAI server's default on {which})",
                  (f"CUDA graphs captured up to a decode batch of {graph}: that batch's activations are kept"
                   if graph else "CUDA graphs off (--enforce-eager): no graph pool"),
                  "hybrid KV cache manager: sliding-window layers hold ceil(window / block) + 1 pages per sequence, "

@@ -282,7 +282,9 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
         elif devices is not None and count > 1 and count != devices:
             raise MemoryPlanError(f"--budget {count}x... and --devices {devices} disagree",
                                   hint="give the count once: --budget 8x141GB or --devices 8 --budget 141GB")
-    eng = make_engine(engine_name, **(engine_opts or {}))
+    device_bytes = memory if memory is not None else (dev.memory_bytes if dev else None)
+    eng = make_engine(engine_name, **(engine_opts or {}), device_memory_bytes=device_bytes,
+                      device_name=dev.name if dev else "")
     plan_engine = engine_name if engine_name in ("vllm", "llamacpp", "reference") else None
     out = plan_memory(doc, context, batch, weight_dtype=weight_dtype, kv_dtype=kv_dtype, engine=plan_engine,
                       chunk=chunk, card=card)
