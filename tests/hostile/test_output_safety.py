@@ -65,10 +65,15 @@ def test_memory_adapt_validate_and_eval_renderers(capsys):
     from archprobe.cli.render_eval import render_report
     from archprobe.cli.render_memory import render_memory
     from archprobe.cli.validate_cmd import _render
+    from archprobe.demo import demo_checkpoint
+    from archprobe.memory.sizing import sizing_document
+    from archprobe.structure.inspect import inspect_checkpoint
 
-    plan = {"batch": 1, "weight_dtype": PAYLOAD, "kv_dtype": PAYLOAD, "cache_by_layer_type": {PAYLOAD: 1},
-            "context": 1, "weights_bytes": 1, "activation_bytes": 1, "peak_bytes": 1, "assumptions": [PAYLOAD]}
-    render_memory([plan], 10, 1, PAYLOAD)
+    plan = sizing_document(inspect_checkpoint(str(demo_checkpoint())), 1024, gpu="h200", devices=2)
+    plan.update({"weight_dtype": PAYLOAD, "kv_dtype": PAYLOAD, "cache_by_layer_type": {PAYLOAD: 1},
+                 "assumptions": [PAYLOAD], "largest_fitting_context_why": PAYLOAD})
+    plan["device"] = {**plan["device"], "label": PAYLOAD}
+    render_memory([plan], PAYLOAD)
     render_adapt({"model_type": PAYLOAD, "architectures": [PAYLOAD], "features": [PAYLOAD], "note": PAYLOAD,
                   "frameworks": [{"framework": PAYLOAD, "version": PAYLOAD, "status": PAYLOAD, "known_as": PAYLOAD,
                                   "missing": [PAYLOAD], "installed": True, "notes": [PAYLOAD],
