@@ -51,8 +51,9 @@ _ARCH_KEYS = {
     "rope.freq_base": "rope_theta", "attention.layer_norm_rms_epsilon": "rms_norm_eps",
     "attention.layer_norm_epsilon": "layer_norm_eps",
 }
-# The FFN activation llama.cpp's graph hard-codes per architecture (GGUF has no key for it)
-_ACTIVATION = {**dict.fromkeys(("llama", "mistral", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite",
+# The FFN activation llama.cpp's graph hard-codes per architecture (GGUF has no key for it); validate
+# (validate/load.py) applies it where a GGUF card leaves the activation unknown
+GGUF_ACTIVATION = {**dict.fromkeys(("llama", "mistral", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite",
                                 "granitemoe", "olmo", "olmo2", "olmoe", "phi3", "internlm2", "exaone", "smollm3",
                                 "deepseek", "deepseek2", "mixtral", "minicpm", "stablelm", "cohere2"), "silu"),
                **dict.fromkeys(("gemma", "gemma2", "gemma3", "starcoder2"), "gelu_pytorch_tanh"),
@@ -350,8 +351,6 @@ def gguf_config(meta: dict) -> dict:
             sub = key[len(prefix):]
             if sub in _ARCH_KEYS:
                 cfg[_ARCH_KEYS[sub]] = value
-    if arch in _ACTIVATION:
-        cfg["hidden_act"] = _ACTIVATION[arch]
     if "vocab_size" not in cfg and "tokenizer.ggml.tokens.count" in meta:
         cfg["vocab_size"] = meta["tokenizer.ggml.tokens.count"]
     return cfg
