@@ -48,7 +48,17 @@ _ARCH_KEYS = {
     "attention.key_length": "head_dim", "attention.sliding_window": "sliding_window",
     "vocab_size": "vocab_size", "leading_dense_block_count": "first_k_dense_replace",
     "rope.dimension_count": "qk_rope_head_dim", "ssm.state_size": "ssm_state_size",
+    "rope.freq_base": "rope_theta", "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "attention.layer_norm_epsilon": "layer_norm_eps",
 }
+# The FFN activation llama.cpp's graph hard-codes per architecture (GGUF has no key for it); validate
+# (validate/load.py) applies it where a GGUF card leaves the activation unknown
+GGUF_ACTIVATION = {**dict.fromkeys(("llama", "mistral", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "granite",
+                                "granitemoe", "olmo", "olmo2", "olmoe", "phi3", "internlm2", "exaone", "smollm3",
+                                "deepseek", "deepseek2", "mixtral", "minicpm", "stablelm", "cohere2"), "silu"),
+               **dict.fromkeys(("gemma", "gemma2", "gemma3", "starcoder2"), "gelu_pytorch_tanh"),
+               "falcon": "gelu", "gpt2": "gelu_new", "phi2": "gelu_new"}
+DATA_OFFSETS = "gguf.data_offsets"   # Header.metadata key: tensor name -> absolute byte offset of its data
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
 
@@ -230,18 +240,20 @@ def parse_gguf(fetch: Fetch, size: int | None, name: str, where: str) -> tuple[H
         n_bytes = elements // block * type_size
         c.charge(320)
         tensors.append(TensorInfo(tname, f"GGUF_{qtype.name}", tuple(reversed(dims)), n_bytes, name))
-        ends.append((tname, offset + n_bytes))
+        ends.append((tname, offset, offset + n_bytes))
     align = meta.get("general.alignment", 32)
     if not isinstance(align, int) or isinstance(align, bool) or align < 1 or align & (align - 1) or align > 1 << 20:
         raise CheckpointError(where, f"GGUF general.alignment {align!r} is not a power of two up to 1 MiB")
     data_start = -(-c.pos // align) * align
     if size is not None:
-        for tname, end in ends:
+        for tname, _, end in ends:
             if data_start + end > size:
                 raise CheckpointError(where, f"GGUF tensor {tname[:80]!r} lies past the end of the file "
                                              f"({size:,} bytes)")
     header_bytes = min(data_start, size) if size is not None else data_start
-    return Header(name, tensors, {}, header_bytes, size if size is not None else data_start, len(tensors)), meta
+    offsets = {tname: data_start + begin for tname, begin, _ in ends}
+    file_bytes = size if size is not None else data_start
+    return Header(name, tensors, {DATA_OFFSETS: offsets}, header_bytes, file_bytes, len(tensors)), meta
 
 
 def read_gguf(path: str | os.PathLike, folder: str | None = None) -> tuple[Header, dict, dict]:

@@ -116,6 +116,7 @@ class Loaded:
     card: object                   # archprobe.structure.card.Card
     reader: TensorReader
     warnings: list
+    gguf_file: str | None = None   # a GGUF source: its (first) file's name in `folder` (validate/gguf_reader.py)
 
 
 def derive_card(raw, card_path: str | None = None):
@@ -127,13 +128,37 @@ def derive_card(raw, card_path: str | None = None):
     return build_card(raw, load_card(card_path) if card_path else None).card
 
 
+def gguf_norms_applied_as_stored(card, meta: dict):
+    """ggml multiplies by a norm's stored gain in every architecture (llama.cpp's converter writes
+    1 + w for Gemma-style norms), so a GGUF card's unknown norm offsets are False, not unknown; and its
+    FFN activation is the one llama.cpp's graph uses for the architecture."""
+    from archprobe.formats.gguf import GGUF_ACTIVATION
+
+    act = GGUF_ACTIVATION.get(meta.get("general.architecture"))
+    for layer in card.layers:
+        if act and layer.ffn is not None and layer.ffn.activation is None:
+            layer.ffn.activation = act
+    norms = [card.final_norm] + [n for layer in card.layers for n in layer.norm.values()]
+    for norm in norms:
+        if norm is not None and norm.offset is None:
+            norm.offset = False
+    return card
+
+
 def load(folder: str, card_path: str | None = None) -> Loaded:
     """Open a local checkpoint folder through the formats layer and derive (or read) its card."""
     from archprobe.formats.sources import open_source
 
     raw = open_source(folder)
+    if raw.kind == "gguf" and os.path.exists(raw.location):
+        from archprobe.validate.gguf_reader import GGUFTensorReader
+
+        base = raw.location if os.path.isdir(raw.location) else os.path.dirname(raw.location)
+        card = gguf_norms_applied_as_stored(derive_card(raw, card_path), (raw.gguf_metadata or {}))
+        reader = GGUFTensorReader(base, raw.headers, raw.gguf_metadata or {}, raw.config or {})
+        return Loaded(base, raw.config or {}, card, reader, list(raw.warnings), raw.headers[0].file)
     if raw.kind != "local" or raw.gguf_metadata is not None:
-        raise SourceError(f"{folder}: validate runs safetensors checkpoints (this is {raw.kind})")
+        raise SourceError(f"{folder}: validate runs safetensors and GGUF checkpoints (this is {raw.kind})")
     if not raw.config:
         raise SourceError(f"{folder}: no config.json")
     base = raw.location if os.path.isdir(raw.location) else os.path.dirname(raw.location)

@@ -78,7 +78,7 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
     if pin_routing and reference != "transformers":
         raise ArchprobeError("--pin-routing pins to the reference's choices", hint="add --reference transformers")
     fetched = None
-    if not os.path.isdir(source):
+    if not os.path.isdir(source) and not (source.endswith(".gguf") and os.path.isfile(source)):
         source, fetched = _fetch(source, layers, fetch_progress)
     loaded = load(source, card)
     with loaded.reader.session() as get:   # zero-centred gains the card would apply as w: refuse, don't guess
@@ -86,7 +86,7 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
     if prompt is not None:
         from archprobe.validate.prompt import encode
 
-        prompt_ids = encode(source, prompt)
+        prompt_ids = encode(loaded.folder, prompt)
     doc: dict = {"schema": SCHEMA, "status": "ran", "checked": [], "mapped_tensors": 0, "unmapped_tensors": [],
                  "missing_tensors": [], "layers": [], "reference": None, "peak_rss_bytes": 0}
     if fetched:
@@ -107,7 +107,8 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
     if reference == "transformers" and pin_routing:   # the reference runs first: its choices pin ours
         from archprobe.validate.reference import run_transformers
 
-        ref = run_transformers(loaded.folder, loaded.config, ids, capture_moe=True)
+        ref = run_transformers(loaded.folder, loaded.config, ids, capture_moe=True,
+                               gguf_file=loaded.gguf_file)
         if isinstance(ref, dict):
             raise ArchprobeError(f"--pin-routing: {ref['error']}")
     result = stream_forward(bp, loaded.reader, ids, DTYPES[dtype], n_run, progress=progress,
@@ -132,7 +133,7 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
             from archprobe.validate.reference import compare, run_transformers
 
             if ref is None:
-                ref = run_transformers(loaded.folder, loaded.config, ids)
+                ref = run_transformers(loaded.folder, loaded.config, ids, gguf_file=loaded.gguf_file)
             doc["reference"] = ref if isinstance(ref, dict) else compare(ref, result.logits, result.hidden.get)
             ok = within_gate(doc["reference"], dtype)
             doc["reference"]["within_gate"] = ok

@@ -20,8 +20,10 @@ class Reference:
     moe_inputs: dict[int, torch.Tensor]
 
 
-def run_transformers(folder: str, config: dict, ids: torch.Tensor, capture_moe: bool = False) -> Reference | dict:
-    """A Reference, or {"name", "error"} when transformers cannot be the reference here."""
+def run_transformers(folder: str, config: dict, ids: torch.Tensor, capture_moe: bool = False,
+                     gguf_file: str | None = None) -> Reference | dict:
+    """A Reference, or {"name", "error"} when transformers cannot be the reference here. `gguf_file`:
+    a GGUF file in `folder`, loaded (dequantized) by transformers' own GGUF loader."""
     try:
         from transformers import AutoModelForCausalLM
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -30,7 +32,14 @@ def run_transformers(folder: str, config: dict, ids: torch.Tensor, capture_moe: 
     mt = config.get("model_type")
     if mt not in CONFIG_MAPPING:
         return {"name": "transformers", "error": f"transformers ships no {mt!r} model (remote code is never run)"}
-    ref = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, trust_remote_code=False).eval()
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    try:
+        ref = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, trust_remote_code=False,
+                                                   **extra).eval()
+    except (ValueError, NotImplementedError, ImportError) as exc:
+        if not gguf_file:
+            raise
+        return {"name": "transformers", "error": f"transformers cannot load {gguf_file}: {str(exc)[:200]}"}
     moe_inputs: dict[int, torch.Tensor] = {}
     handles = []
     if capture_moe:
