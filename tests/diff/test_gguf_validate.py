@@ -49,7 +49,7 @@ def test_real_gguf_validate_matches_transformers_gguf_loader(tmp_path, hf_gguf):
     path = smollm2_gguf()
     out = tmp_path / "logits.safetensors"
     doc = validate(path, IDS, reference="none", save_logits=str(out))
-    assert doc["status"] == "pass", doc
+    assert doc["status"] == "ran", doc     # no reference inside validate: the test compares
     assert doc["mapped_tensors"] == 272 and not doc["missing_tensors"]
     from safetensors.torch import load_file
 
