@@ -1,9 +1,13 @@
 """JSON from outside (config.json, index, hub answers), parsed strictly and within caps.
 
 Strict means what two parsers could disagree on is an error, not a guess: a key given twice
-(`"num_hidden_layers": 2, "num_hidden_layers": 100`), NaN/Infinity or a number too large for a
-float, nesting deeper than MAX_JSON_DEPTH (json.loads would hit a RecursionError), more bytes than
-the cap. Every failure is one CheckpointError naming the file.
+(`"num_hidden_layers": 2, "num_hidden_layers": 100`), nesting deeper than MAX_JSON_DEPTH (json.loads
+would hit a RecursionError), more bytes than the cap. Every failure is one CheckpointError naming the file.
+
+`Infinity`, `-Infinity` and `NaN` are values here, as Python's json (and so transformers, which writes
+`"time_step_limit": [0.0, Infinity]` into every Mamba-2 config it saves) reads them; a number too large
+for a float reads as an infinity the same way. Where a count, width or size must be finite the reader of
+that key refuses it, naming the key (structure/config.py `int_at` / `float_at`).
 
 Memory: a parsed JSON document costs 4-45x its bytes (an empty list is 2 bytes of text, 64 of Python),
 so a byte cap alone does not bound memory. `check_cost` first counts, at C speed, the tokens that
@@ -15,7 +19,6 @@ text (the decoded str and its copies), 2 for ASCII; the estimate uses 128 and 10
 from __future__ import annotations
 
 import json
-import math
 
 from archprobe.errors import CheckpointError
 from archprobe.formats.limits import cap
@@ -23,17 +26,6 @@ from archprobe.formats.limits import cap
 
 class _Refused(ValueError):
     pass
-
-
-def _no_constant(name: str):
-    raise _Refused(f"{name} is not a JSON number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _Refused(f"number {text[:40]} is out of range")
-    return value
 
 
 def _unique_keys(pairs: list) -> dict:
@@ -126,8 +118,7 @@ def load_strict(raw: bytes, where: str, what: str, limit: int | None = None) -> 
     check_cost(raw, where, what)
     max_depth = cap("MAX_JSON_DEPTH")
     try:
-        doc = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant,
-                         parse_float=_finite_float)
+        doc = json.loads(raw, object_pairs_hook=_unique_keys)
     except _Refused as exc:
         raise CheckpointError(where, f"{what} is refused: {exc}") from None
     except RecursionError:

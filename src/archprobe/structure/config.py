@@ -87,6 +87,8 @@ class ConfigView:
         v, where = self.lookup(key)
         if v is None:
             return None, None
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"config.json: {where} = {v} is not finite (a count, width or size must be)")
         if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
             v = int(v)
         if isinstance(v, bool) or not isinstance(v, int):
