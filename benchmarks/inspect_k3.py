@@ -1,4 +1,5 @@
-"""Inspecting the full K3 checkpoint (sparse: 96 shards, 497,220 tensors, 1.45 TB apparent).
+"""Inspecting the full K3 checkpoint (sparse: 96 shards, 497,220 tensors, 1.45 TB apparent), with K3's
+published shard names (`model-00001-of-000096.safetensors`: five digits, then six).
 
 Rows, timed round-robin (each round runs every form once, so a slow minute slows all alike):
 the floor (plain `json.loads` of every header, in-process), `archprobe inspect --json` end to end as
@@ -20,15 +21,15 @@ import tempfile
 
 from _util import paired_ratio, round_robin, table
 
-from archprobe.synthetic import K3Dims, write_k3_checkpoint
+from archprobe.synthetic import K3_SHARD_NAMES, K3Dims, write_k3_checkpoint
 
 
 def main() -> None:
     rounds = int(os.environ.get("BENCH_REPEAT", "5"))
-    cache = os.path.join(tempfile.gettempdir(), "archprobe-bench-k3")
+    cache = os.path.join(tempfile.gettempdir(), "archprobe-bench-k3-published-names")
     if not os.path.exists(os.path.join(cache, "config.json")):
         print(f"writing sparse K3 checkpoint into {cache} ...", flush=True)
-        write_k3_checkpoint(cache, K3Dims(), shards=96, sparse=True)
+        write_k3_checkpoint(cache, K3Dims(), shards=96, sparse=True, shard_names=K3_SHARD_NAMES)
     shards = sorted(f for f in os.listdir(cache) if f.endswith(".safetensors"))
     header_bytes = 0
     for s in shards:

@@ -198,9 +198,15 @@ def _random_bytes(name: str, dtype: str, shape: tuple[int, ...], rng: np.random.
     return arr.astype("<f4").tobytes()
 
 
+K3_SHARD_NAMES = "model-{no:05d}-of-{count:06d}.safetensors"   # as published: model-00001-of-000096
+DEFAULT_SHARD_NAMES = "model-{no:05d}-of-{count:05d}.safetensors"
+
+
 def write_k3_checkpoint(folder: str | os.PathLike, d: K3Dims, *, shards: int = 1, sparse: bool = True,
-                        seed: int = 0) -> dict:
+                        seed: int = 0, shard_names: str = DEFAULT_SHARD_NAMES) -> dict:
     """Write config.json, the shards and model.safetensors.index.json; returns summary figures.
+
+    `shard_names` formats each shard's file name from `no` (1-based) and `count` (K3_SHARD_NAMES: K3's own).
 
     `sparse=True` leaves every data region as a hole (headers only on disk); otherwise the data is
     random with real MXFP4 packing (only sensible for small widths).
@@ -233,7 +239,7 @@ def write_k3_checkpoint(folder: str | os.PathLike, d: K3Dims, *, shards: int = 1
     weight_map: dict[str, str] = {}
     sizes = 0
     for k, group in enumerate(groups):
-        fname = f"model-{k + 1:05d}-of-{shards:05d}.safetensors" if shards > 1 else "model.safetensors"
+        fname = shard_names.format(no=k + 1, count=shards) if shards > 1 else "model.safetensors"
         sizes += write_safetensors(os.path.join(folder, fname),
                                    [(n, dt, s, data.get(n)) for n, dt, s in group], {"format": "pt"})
         weight_map.update({n: fname for n, _, _ in group})

@@ -5,7 +5,7 @@ its header read front to back in growing Range blocks (formats/gguf.py).
 
 Per shard: `Range: bytes=0-7` (the header length), then exactly the header. Shards are fetched in
 parallel threads. When the listing already names a complete numbered shard set
-(`model-00001-of-00096.safetensors` ...), model.safetensors.index.json is not fetched (K3's is 40 MB,
+(`model-00001-of-000096.safetensors` ..., any digit width), model.safetensors.index.json is not fetched (K3's is 58 MB,
 and every shard header is read anyway). 429 and 5xx are retried with exponential backoff (honouring
 Retry-After) within the command's deadline; 401/403 (gated or private) and 404 become one clear message.
 `HF_ENDPOINT` and `HF_TOKEN` are honoured. Every request goes through formats/http.py (caps, deadlines,

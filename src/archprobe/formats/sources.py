@@ -105,24 +105,28 @@ def shard_names_from_index(index: dict, where: str) -> list[str]:
     return names
 
 
-NUMBERED = re.compile(r"^(?P<base>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.safetensors$")
+NUMBERED = re.compile(r"^(?P<base>.+)-(?P<no>\d{1,12})-of-(?P<count>\d{1,12})\.safetensors$")
 
 
 def numbered_shards(files) -> list[str] | None:
-    """The complete `base-0000k-of-0000n.safetensors` set among `files` (top folder only), when there is
-    exactly one: then the index (K3's is 40 MB) need not be read to know the shards."""
-    sets: dict[tuple[str, str], list[str]] = {}
+    """The complete `base-k-of-n.safetensors` set among `files` (top folder only), when there is exactly
+    one: then the index (K3's is 58 MB) need not be read to know the shards. Any digit width counts, as
+    published: `-00001-of-00096`, `-00001-of-000096` (K3), `-1-of-61` (Kimi K2). Complete means every
+    number 1..n exactly once (`-01-` beside `-1-` is not a set); shards come back in number order."""
+    sets: dict[tuple[str, str], dict[int, list[str]]] = {}
     for f in files:
-        m = NUMBERED.match(f) if "/" not in f else None
+        m = NUMBERED.match(f) if isinstance(f, str) and "/" not in f else None
         if m:
-            sets.setdefault((m["base"], m["count"]), []).append(f)
+            sets.setdefault((m["base"], m["count"]), {}).setdefault(int(m["no"]), []).append(f)
     if len(sets) != 1:
         return None
-    (base, count), names = next(iter(sets.items()))
-    if int(count) > cap("MAX_SHARDS"):
+    (_, count), by_number = next(iter(sets.items()))
+    n = int(count)
+    if n < 1 or n > cap("MAX_SHARDS") or len(by_number) != n:
         return None
-    expected = [f"{base}-{i:05d}-of-{count}.safetensors" for i in range(1, int(count) + 1)]
-    return expected if sorted(names) == expected else None
+    if any(len(names) != 1 for names in by_number.values()) or set(by_number) != set(range(1, n + 1)):
+        return None
+    return [by_number[i][0] for i in range(1, n + 1)]
 
 
 def _short(value) -> str:
