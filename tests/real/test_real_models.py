@@ -40,3 +40,13 @@ def test_gguf_form_reads(name, real_root):
     assert doc["params"]["total"] == real_models.transformers_params(folder)
     for cmd in (("card", str(gguf)), ("memory", str(gguf), "--json")):
         assert_bounded(run_cli(*cmd, timeout=300), ok=True, wall_s=300)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if real_models.MODELS[n].model_type == "llama"])
+def test_trained_llama_validates_without_a_card(name, real_root):
+    """Trained gains averaging ~0 (SmolLM2's layer-0 norm) are not read as (1 + w) for a plain-gain type."""
+    pytest.importorskip("transformers")
+    folder = real_models.safetensors_dir(name, real_root)
+    r = run_cli("validate", str(folder), "--reference", "transformers", timeout=300)
+    assert_bounded(r, ok=True, wall_s=300)
+    assert "top-1 agreement 100.0%" in " ".join(r.stdout.split())
