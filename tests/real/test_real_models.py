@@ -48,5 +48,5 @@ def test_trained_llama_validates_without_a_card(name, real_root):
     pytest.importorskip("transformers")
     folder = real_models.safetensors_dir(name, real_root)
     r = run_cli("validate", str(folder), "--reference", "transformers", timeout=300)
-    assert_bounded(r, ok=True, wall_s=300)
+    assert r.rc == 0, r.stderr[-2000:]
     assert "top-1 agreement 100.0%" in " ".join(r.stdout.split())
