@@ -17,28 +17,16 @@ def real_root():
     return real_models.real_root()
 
 
+@pytest.mark.parametrize("form", ["safetensors", "gguf"])
 @pytest.mark.parametrize("name", NAMES)
-def test_safetensors_form_counts_what_transformers_counts(name, real_root):
+def test_each_form_counts_what_transformers_counts(name, form, real_root):
     pytest.importorskip("transformers")
     from archprobe.structure.inspect import inspect_checkpoint
 
     folder = real_models.safetensors_dir(name, real_root)
-    doc = inspect_checkpoint(str(folder))
-    assert doc["params"]["total"] == real_models.transformers_params(folder)
-    for cmd in (("card", str(folder)), ("memory", str(folder), "--json")):
-        assert_bounded(run_cli(*cmd, timeout=300), ok=True, wall_s=300)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_gguf_form_reads(name, real_root):
-    pytest.importorskip("transformers")
-    from archprobe.structure.inspect import inspect_checkpoint
-
-    gguf = real_models.gguf_path(name, real_root)
-    doc = inspect_checkpoint(str(gguf))
-    folder = real_models.safetensors_dir(name, real_root)
-    assert doc["params"]["total"] == real_models.transformers_params(folder)
-    for cmd in (("card", str(gguf)), ("memory", str(gguf), "--json")):
+    source = str(folder if form == "safetensors" else real_models.gguf_path(name, real_root))
+    assert inspect_checkpoint(source)["params"]["total"] == real_models.transformers_params(folder)
+    for cmd in (("card", source), ("memory", source, "--json")):
         assert_bounded(run_cli(*cmd, timeout=300), ok=True, wall_s=300)
 
 
