@@ -15,6 +15,12 @@ from archprobe.errors import CheckpointError
 from archprobe.validate.build import NeedsField
 
 CENTRED = 0.25     # |mean gain| below this: a zero-centred (1 + w) gain; plain gains sit near 1
+# model_types whose RMSNorm transformers applies as plain `weight * x` (LlamaRMSNorm.forward in
+# transformers/models/llama/modeling_llama.py: `return self.weight * hidden_states.to(input_dtype)`; the
+# others copy it, "# Copied from ...LlamaRMSNorm"). Trained gains there may average ~0 (SmolLM2-135M's
+# layer-0 input norm averages +0.001): the convention, not the values, decides.
+PLAIN_GAIN_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3",
+                              "olmo2", "granite", "deepseek_v3", "smollm3", "ministral", "starcoder2"})
 
 
 def _norm_roles(card) -> list[tuple[str, str]]:
@@ -28,6 +34,8 @@ def _norm_roles(card) -> list[tuple[str, str]]:
 def check_norm_gains(card, get) -> None:
     """Raise NeedsField for the first norm applied as w x whose stored gains centre on 0 (`get`: name ->
     tensor, the reader's session)."""
+    if (getattr(card, "model_type", None) or "") in PLAIN_GAIN_TYPES:
+        return
     for role, field in _norm_roles(card):
         norm = card.get(field)
         if norm is None or norm.offset or card.origin(f"{field}.offset") != "unknown":
