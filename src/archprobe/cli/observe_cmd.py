@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, print_json
+from archprobe.cli._common import JsonOpt, NoProgressOpt, print_json
 
 
 def observe(source: Annotated[str | None, typer.Argument(help="Local checkpoint folder or hub repo id; none: the "
@@ -24,7 +24,7 @@ def observe(source: Annotated[str | None, typer.Argument(help="Local checkpoint 
             = None,
             dtype: Annotated[str, typer.Option(help="float32 | bfloat16")] = "float32",
             html: Annotated[str | None, typer.Option(help="Write an HTML page with the plots here.")] = None,
-            json_out: JsonOpt = False) -> None:
+            json_out: JsonOpt = False, no_progress: NoProgressOpt = False) -> None:
     """What happens inside: expert routing, the collapse curve, AttnRes weights, memory horizons, and
     NaN / duplicate / outlier tensors.
 
@@ -48,7 +48,7 @@ def observe(source: Annotated[str | None, typer.Argument(help="Local checkpoint 
     from archprobe.observe import observe as run_observe
 
     progress = None
-    if not json_out and sys.stderr.isatty():
+    if not json_out and not no_progress and sys.stderr.isatty():
         from rich.console import Console
         from rich.progress import track
 
