@@ -13,6 +13,7 @@ import typer
 from typer.core import TyperGroup
 
 from archprobe.cli import adapt_cmd, card_cmd, eval_cmd, inspect_cmd, memory_cmd, report_cmd, track_cmd, validate_cmd
+from archprobe.cli.diff_cmd import diff as diff_command
 from archprobe.cli.errors import debug, describe, one_line
 
 
@@ -76,6 +77,7 @@ app.command("memory")(memory_cmd.memory)
 app.command("validate")(validate_cmd.validate)
 app.command("adapt")(adapt_cmd.adapt)
 app.command("report")(report_cmd.report)
+app.command("diff")(diff_command)
 app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(track_cmd.app, name="track")
 
