@@ -259,3 +259,49 @@ def test_hostile_names_render_inert(tmp_path):
     render_diff(diff_sources(a, b), console=SafeConsole(file=out, width=400, force_terminal=True))
     text = out.getvalue()
     assert "\x1b[2J" not in text and "\\x1b[2J" in text and "[/][bold red]" in text
+
+
+def test_hub_revisions_and_a_local_copy(tmp_path, monkeypatch):
+    from tests.support.hub_server import HubServer
+
+    a = _write(tmp_path / "a")
+    inv = _inventory()
+    inv["lm_head.weight"] = ("BF16", inv["lm_head.weight"][1])
+    b = _write(tmp_path / "b", inv)
+    with HubServer() as server:
+        server.add_repo("org/model", a)
+        server.add_repo("mirror/model", b)
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        d = diff_sources("org/model@main", a)          # the hub repo against a local copy of its files
+        assert d["identical"] is True and d["a"]["kind"] == "hub" and d["a"]["revision"] == "main"
+        d = diff_sources("org/model@main", "mirror/model@v2")
+        assert [(r["a"], r["dtype"]) for r in d["tensors"]["changed"]["items"]] == [
+            ("lm_head.weight", {"a": "F32", "b": "BF16"})]
+        assert d["card"]["total"] == 0 and d["config"]["total"] == 0
+        # headers only: no tensor data came over the wire
+        data = (tmp_path / "a" / "model.safetensors").stat().st_size
+        assert server.bytes_served(lambda p: p.endswith(".safetensors")) < data
+
+
+def test_long_config_lists_are_compared_element_by_element(tmp_path):
+    a = _write(tmp_path / "a", config=_config(layer_types=["full_attention"] * 40))
+    plan = ["full_attention"] * 40
+    plan[17] = "sliding_attention"
+    d = diff_sources(a, _write(tmp_path / "b", config=_config(layer_types=plan)))
+    assert d["config"]["changed"]["items"] == [{"key": "layer_types.17", "a": "full_attention",
+                                                "b": "sliding_attention"}]
+
+
+def test_a_real_gguf_model_against_itself_and_a_copy(tmp_path):
+    import shutil
+
+    from tests.diff._real import smollm2_gguf
+
+    real = smollm2_gguf()
+    copy = tmp_path / "copy.gguf"
+    shutil.copyfile(real, copy)
+    d = diff_sources(real, str(copy))
+    assert d["identical"] is True and d["sizes"]["params"]["a"] > 100_000_000
+    r = _cli(real, real)
+    assert r.exit_code == 0 and "no differences" in r.stdout

@@ -19,6 +19,8 @@ LIMIT = 200                      # entries kept per list; the rest are counted i
 CARD_SKIP = ("origins", "warnings", "set_aside")   # provenance, notes and tensor names (compared as tensors)
 EVIDENCE = "evidence"            # per-field evidence quotes tensor names and dtypes: the tensor section says those
 _LAYER = re.compile(r"(?:^|\.)(\d+)\.")
+SHORT_LIST = 16                  # longer lists (layer_types, per-layer widths) are compared element by element
+LONG_TEXT = 400                  # longer values are shown cut
 PLAIN = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8"}
 MISSING = object()               # a field one side does not have (distinct from a stored null)
 
@@ -107,7 +109,8 @@ def walk(a, b, path: str = "", skip_evidence: bool = False):
                 continue
             sub = f"{path}.{k}" if path else str(k)
             yield from walk(a.get(k, MISSING), b.get(k, MISSING), sub, skip_evidence)
-    elif isinstance(a, list) and isinstance(b, list) and not (_is_leaf_list(a) and _is_leaf_list(b)):
+    elif isinstance(a, list) and isinstance(b, list) and not (_is_leaf_list(a) and _is_leaf_list(b)
+                                                              and max(len(a), len(b)) <= SHORT_LIST):
         for i in range(max(len(a), len(b))):
             sub = f"{path}.{i}" if path else str(i)
             yield from walk(a[i] if i < len(a) else MISSING, b[i] if i < len(b) else MISSING, sub,
@@ -119,7 +122,14 @@ def walk(a, b, path: str = "", skip_evidence: bool = False):
 
 
 def _shown(v):
-    return None if v is MISSING else v
+    """A value as the document shows it: MISSING as null, a long string cut (a diff is not a copy)."""
+    if v is MISSING:
+        return None
+    if isinstance(v, str) and len(v) > LONG_TEXT:
+        return f"{v[:LONG_TEXT]}... ({len(v):,} chars)"
+    if isinstance(v, dict | list) and len(repr(v)) > LONG_TEXT:
+        return f"{type(v).__name__} of {len(v):,} entries"
+    return v
 
 
 def _is_leaf_list(v: list) -> bool:
