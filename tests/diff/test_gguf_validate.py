@@ -20,7 +20,7 @@ def hf_gguf():
     """transformers' model from the same GGUF file (its own dequantizer and reverse permutation)."""
     from transformers import AutoModelForCausalLM
 
-    path = _smollm2()
+    path = real_models.smollm2_gguf()
     return AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path),
                                                 dtype=torch.float32).eval()
 
@@ -31,7 +31,7 @@ def test_real_gguf_tensors_dequantize_as_gguf_quants_does():
 
     from archprobe.validate.load import load
 
-    path = _smollm2()
+    path = real_models.smollm2_gguf()
     loaded = load(path)
     seen = set()
     by_name = {t.name: t for t in GGUFReader(path).tensors}
@@ -46,7 +46,7 @@ def test_real_gguf_tensors_dequantize_as_gguf_quants_does():
 
 
 def test_real_gguf_validate_matches_transformers_gguf_loader(tmp_path, hf_gguf):
-    path = _smollm2()
+    path = real_models.smollm2_gguf()
     out = tmp_path / "logits.safetensors"
     doc = validate(path, IDS, reference="none", save_logits=str(out))
     assert doc["status"] == "ran", doc     # no reference inside validate: the test compares
@@ -68,7 +68,7 @@ def test_gguf_q_k_rows_are_unpermuted_for_llama(hf_gguf):
     against transformers' own reversed weights."""
     from archprobe.validate.load import load
 
-    path = _smollm2()
+    path = real_models.smollm2_gguf()
     ref = hf_gguf
     loaded = load(path)
     with loaded.reader.session() as get:
@@ -76,8 +76,3 @@ def test_gguf_q_k_rows_are_unpermuted_for_llama(hf_gguf):
                              ("blk.1.attn_k.weight", "model.layers.1.self_attn.k_proj.weight")):
             w = dict(ref.named_parameters())[theirs].detach()
             assert torch.equal(get(ours), w), ours
-
-
-def _smollm2() -> str:
-    real_models.require("smollm2-135m")
-    return str(real_models.gguf_path("smollm2-135m", real_models.real_root()))

