@@ -81,6 +81,8 @@ def _render(doc: dict) -> None:
                  f"{len(doc['unmapped_tensors'])}, peak RSS {doc['peak_rss_bytes'] / 2**20:.0f} MiB"))
     for r in doc.get("reasons", []):
         c.print(line("  ", (r, "yellow")))
+    for a in doc.get("assumptions", []):
+        c.print(line("  ", (a, "yellow")))
     for m in doc["missing_tensors"]:
         c.print(line("  ", (m, "red")))
     t = Table()

@@ -19,6 +19,7 @@ from archprobe.structure.bind_layer import bind_layer, common_prefix_len, norm_e
 from archprobe.structure.card import Card
 from archprobe.structure.config import ConfigView
 from archprobe.structure.modules import Module, group_modules, words
+from archprobe.structure.norm_convention import plain_gain_source
 from archprobe.structure.positions import derive_positions
 from archprobe.structure.tensors import TensorTable, build_table
 
@@ -279,6 +280,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         card.final_norm.eps = eps
     if cfg.default("norm_offset"):
         _set(card, "final_norm.offset", True, "default")
+    elif plain_gain_source(cfg.model_type):   # transformers applies this family's gains as w: say so
+        _set(card, "final_norm.offset", False, "default")
     soft, where = cfg.first_float_at("final_logit_softcapping", "logits_soft_cap")
     _set(card, "head.soft_cap", soft, f"config:{where}")
     if cfg.default("embed_scale") == "sqrt_hidden" and card.hidden_size:
@@ -431,6 +434,9 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             card.origins[f"{p}.mixer.layout.qkv_interleaved"] = "default"
         for place, norm in layer.norm.items():
             if norm.offset:
+                card.origins[f"{p}.norm.{place}.offset"] = "default"
+            elif norm.offset is None and plain_gain_source(cfg.model_type):
+                norm.offset = False
                 card.origins[f"{p}.norm.{place}.offset"] = "default"
             if f"{p}.norm.{place}" not in card.tensors:
                 card.origins[f"{p}.norm.{place}.kind"] = "default"

@@ -80,8 +80,8 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
     if not os.path.isdir(source):
         source, fetched = _fetch(source, layers, fetch_progress)
     loaded = load(source, card)
-    with loaded.reader.session() as get:   # zero-centred gains the card would apply as w: refuse, don't guess
-        check_norm_gains(loaded.card, get)
+    with loaded.reader.session() as get:   # norms nobody said w or (1 + w) for: the whole model's gains decide
+        assumptions = check_norm_gains(loaded.card, get)
     if prompt is not None:
         from archprobe.validate.prompt import encode
 
@@ -90,6 +90,8 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
                  "missing_tensors": [], "layers": [], "reference": None, "peak_rss_bytes": 0}
     if fetched:
         doc["fetched"] = fetched
+    if assumptions:
+        doc["assumptions"] = assumptions
     n_run = _parse_layers(layers, len(loaded.card.layers))
     try:
         bp = blueprint(loaded.card, loaded.reader.all_shapes(loaded.card.tensors.values()), n_run)
