@@ -54,11 +54,20 @@ def test_card_and_memory_run_in_both_forms(model):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_validate_matches_transformers_at_the_fp32_gate_without_a_card(model):
+    """The gate, the top-5 next tokens and a greedy continuation (ours through the cached decode path)."""
     _installed(model)
     doc = _cli("validate", str(safetensors_folder(model)), "--reference", "transformers",
-               "--prompt", "The capital of France is")
+               "--prompt", "The capital of France is", "--generate", "6")
     ref = doc["reference"]
     assert doc["status"] == "pass", doc.get("reasons")
     assert ref["max_abs_diff"] / ref["logit_scale"] <= 1e-4
     assert 0.0 <= ref["kl"] <= 1e-6
     assert ref["top1_agreement"] == 1.0
+    ours, theirs = doc["next_tokens"], ref["next_tokens"]
+    assert len(ours) == 5 and [t["id"] for t in ours] == [t["id"] for t in theirs]
+    assert all(t["token"] for t in ours)
+    for a, b in zip(ours, theirs, strict=True):
+        assert abs(a["prob"] - b["prob"]) <= 1e-4
+    gen = doc["generation"]
+    assert len(gen["ours"]["ids"]) == 6 and gen["ours"]["ids"] == gen["reference"]["ids"]
+    assert gen["first_difference"] is None and gen["ours"]["text"] == gen["reference"]["text"]

@@ -16,6 +16,8 @@ import resource
 import torch
 
 from archprobe.errors import ArchprobeError, SourceError
+from archprobe.validate.prompt import decode_text, top_tokens
+from archprobe.validate.reference import Reference
 
 SCHEMA = "archprobe.validate/1"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -48,6 +50,34 @@ def _fetch(source: str, layers: str | None, fetch_progress):
                                                                       or 0)), progress=fetch_progress)
 
 
+MAX_GENERATE = 4096
+
+
+def _generation(loaded, prompt: list[int], n: int, dtype, ref) -> dict:
+    """`n` greedy tokens through the cached decode path (validate/decode.py), beside the reference's."""
+    from archprobe.validate.build import Unsupported
+    from archprobe.validate.decode import LazyModel
+
+    out: dict = {"new_tokens": n, "reference": None, "first_difference": None}
+    try:
+        model = LazyModel(loaded.folder, dtype, loaded=loaded)
+    except Unsupported as exc:
+        out["ours"] = {"error": exc.message}
+        return out
+    try:
+        ours = [r["next_token"] for r in model.generate(prompt, n - 1)][:n]
+    finally:
+        model.close()
+    out["ours"] = {"ids": ours, "text": decode_text(loaded.folder, ours)}
+    if ref is not None and ref.generated is not None:
+        theirs = ref.generated[:n]
+        out["reference"] = {"ids": theirs, "text": decode_text(loaded.folder, theirs)}
+        out["first_difference"] = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False))
+                                        if a != b),
+                                       None if len(ours) == len(theirs) else min(len(ours), len(theirs)))
+    return out
+
+
 def within_gate(ref: dict, dtype: str) -> bool | None:
     """True / False against the fp32 gate; None where no gate applies (bf16 is reported, not gated)."""
     if dtype != "float32" or ref.get("error"):
@@ -59,14 +89,15 @@ def within_gate(ref: dict, dtype: str) -> bool | None:
 def validate(source: str, prompt_ids: list[int] | None = None, reference: str = "none", dtype: str = "float32",
              layers: str | None = None, save_logits: str | None = None, progress=None, *, prompt: str | None = None,
              pin_routing: bool = False, offload_dir: str | None = None, fetch_progress=None,
-             card: str | None = None) -> dict:
+             card: str | None = None, generate: int = 0) -> dict:
     """The `archprobe.validate/1` document for a local checkpoint folder or a hub repo.
 
     `progress`, if given, wraps the iterable of layer indices (the CLI passes a rich progress bar).
     A hub source downloads only the shards holding the layers that run. `pin_routing` runs the
     transformers reference first and makes every MoE block choose its experts from the input the
     reference's block saw. `offload_dir` keeps each layer's output on disk instead of in memory.
-    `card` is a card file (YAML/JSON) whose fields override the derived card."""
+    `card` is a card file (YAML/JSON) whose fields override the derived card. `generate` > 0 also decodes
+    that many tokens greedily (ours through the cached decode path, and the reference's)."""
     from archprobe.validate.build import Unsupported, blueprint
     from archprobe.validate.load import load
     from archprobe.validate.norm_gains import check_norm_gains
@@ -76,6 +107,10 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
         raise ArchprobeError(f"--dtype {dtype!r}: use float32 or bfloat16")
     if pin_routing and reference != "transformers":
         raise ArchprobeError("--pin-routing pins to the reference's choices", hint="add --reference transformers")
+    if generate < 0 or generate > MAX_GENERATE:
+        raise ArchprobeError(f"--generate {generate}: give 0 to {MAX_GENERATE} tokens")
+    if generate and layers:
+        raise ArchprobeError("--generate decodes through every layer", hint="drop --layers")
     fetched = None
     if not os.path.isdir(source):
         source, fetched = _fetch(source, layers, fetch_progress)
@@ -108,7 +143,7 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
     if reference == "transformers" and pin_routing:   # the reference runs first: its choices pin ours
         from archprobe.validate.reference import run_transformers
 
-        ref = run_transformers(loaded.folder, loaded.config, ids, capture_moe=True)
+        ref = run_transformers(loaded.folder, loaded.config, ids, capture_moe=True, generate=generate)
         if isinstance(ref, dict):
             raise ArchprobeError(f"--pin-routing: {ref['error']}")
     result = stream_forward(bp, loaded.reader, ids, DTYPES[dtype], n_run, progress=progress,
@@ -125,6 +160,7 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
         doc["routing_pinned"] = {"layers": len(result.flips), "tokens_flipped": sum(result.flips.values()),
                                  "per_layer": {str(k): v for k, v in sorted(result.flips.items())}}
     if result.logits is not None:
+        doc["next_tokens"] = top_tokens(loaded.folder, result.logits)
         if save_logits:
             from safetensors.torch import save_file
 
@@ -133,8 +169,10 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
             from archprobe.validate.reference import compare, run_transformers
 
             if ref is None:
-                ref = run_transformers(loaded.folder, loaded.config, ids)
+                ref = run_transformers(loaded.folder, loaded.config, ids, generate=generate)
             doc["reference"] = ref if isinstance(ref, dict) else compare(ref, result.logits, result.hidden.get)
+            if not isinstance(ref, dict):
+                doc["reference"]["next_tokens"] = top_tokens(loaded.folder, ref.logits)
             ok = within_gate(doc["reference"], dtype)
             doc["reference"]["within_gate"] = ok
             if doc["reference"].get("error") or ok is False:
@@ -142,5 +180,8 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
             elif ok:
                 doc["checked"].append("logits within the fp32 gate of the reference")
     result.hidden.close()
+    if generate and result.logits is not None:
+        doc["generation"] = _generation(loaded, ids[0].tolist(), generate, DTYPES[dtype],
+                                        ref if isinstance(ref, Reference) else None)
     doc["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return doc
