@@ -216,6 +216,15 @@ ALL_MEMBERS: dict[str, Member] = {m.name: m for m in [
        d_model=64, ffn_dim=128, num_layers=2, attention_heads=4, max_position_embeddings=64),
     _m("starcoder2", "starcoder2", "dense gqa layernorm bias non_gated gelu tied",
        "LayerNorm with bias, c_fc/c_proj MLP, biases on every projection", use_bias=True),
+    # sliding_window set, no layer_types and no family row: transformers' generic reading (every layer slides)
+    _m("phi3_sliding", "phi3", "dense fused_qkv fused_gate_up sliding", "Phi-3 with sliding_window=4: the 8-token "
+       "prompt crosses it", num_key_value_heads=4, sliding_window=4),
+    _m("starcoder2_sliding", "starcoder2", "dense gqa layernorm bias non_gated gelu tied sliding",
+       "StarCoder2 with sliding_window=4", use_bias=True, sliding_window=4),
+    _m("minimax_sliding", "minimax", "hybrid moe lightning_attention sliding", "MiniMax-01 with sliding_window=4: "
+       "its layer_types say full_attention, its modeling file slides every softmax layer", head_dim=16,
+       num_local_experts=4, block_size=4, layer_types=["linear_attention", "full_attention"], sliding_window=4,
+       **_MOE),
     _m("stablelm", "stablelm", "dense layernorm bias partial_rotary", "StableLM-2-1.6B: qkv biases, 25% rotary",
        num_key_value_heads=4, use_qkv_bias=True),
     _m("stablelm_parallel", "stablelm", "dense parallel layernorm qk_norm partial_rotary",

@@ -35,10 +35,7 @@ KNOWN_WRONG = {
     "beam": "card+nn: gate_bias [heads] (a per-head bias on the output gate) bound as attention sinks",
     "flint": "nn+card: Flint's per-head softmax_offset is a sink-like logit not bound as mixer.sinks",
 }
-KNOWN_TWIN_GAPS = {
-    "qwen3_next": "refuses (NeedsField norm.offset): Qwen3-Next's (1 + w) norms are known only from its "
-                  "model_type's family row; the twin's stored gains centre on 0, so validate will not guess",
-}
+KNOWN_TWIN_GAPS: dict[str, str] = {}
 
 
 def _marked(names, gaps):

@@ -26,6 +26,8 @@ def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder
                                                                   "(long prompts).")] = None,
              card: Annotated[str | None, typer.Option(help="A card file (archprobe card SOURCE -o card.yaml) "
                                                            "whose fields override the derived card.")] = None,
+             generate: Annotated[int, typer.Option(help="Also decode N tokens greedily (ours with the caches, "
+                                                        "and the reference's).")] = 0,
              json_out: JsonOpt = False) -> None:
     """Does our understanding hold? Per-layer statistics and final-logit agreement.
 
@@ -56,7 +58,7 @@ def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder
             return track(it, description="layers", console=_stderr(), transient=True)
 
     doc = run_validate(source, ids, reference, dtype, layers, save_logits, progress=progress, prompt=prompt,
-                       pin_routing=pin_routing, offload_dir=offload_dir, card=card)
+                       pin_routing=pin_routing, offload_dir=offload_dir, card=card, generate=generate)
     if json_out:
         print_json(doc)
     else:
@@ -83,6 +85,8 @@ def _render(doc: dict) -> None:
             f"peak RSS {doc['peak_rss_bytes'] / 2**20:.0f} MiB")
     for r in doc.get("reasons", []):
         c.print(line("  ", (r, "yellow")))
+    for a in doc.get("assumptions", []):
+        c.print(line("  ", (a, "yellow")))
     for m in doc["missing_tensors"]:
         c.print(line("  ", (m, "red")))
     t = Table()
@@ -100,3 +104,42 @@ def _render(doc: dict) -> None:
             c.print(f"reference {ref['name']}: max |logit diff| {ref['max_abs_diff']:.3g} "
                     f"(logit scale {ref['logit_scale']:.3g}), KL {ref['kl']:.3g}, "
                     f"top-1 agreement {ref['top1_agreement']:.1%}")
+    _render_next(c, doc)
+
+
+def _tok(entry: dict) -> str:
+    return repr(entry["token"]) if entry["token"] is not None else f"#{entry['id']}"
+
+
+def _render_next(c, doc: dict) -> None:
+    """The top next tokens side by side, then the greedy continuations."""
+    from rich.table import Table
+
+    from archprobe.cli.textsafe import line
+
+    ours = doc.get("next_tokens")
+    theirs = (doc.get("reference") or {}).get("next_tokens")
+    if ours:
+        t = Table(title="next token")
+        t.add_column("ours")
+        t.add_column("p", justify="right")
+        if theirs:
+            t.add_column("reference")
+            t.add_column("p", justify="right")
+        for k, o in enumerate(ours):
+            row = [_tok(o), f"{o['prob']:.3f}"]
+            if theirs and k < len(theirs):
+                row += [_tok(theirs[k]), f"{theirs[k]['prob']:.3f}"]
+            t.add_row(*row)
+        c.print(t)
+    gen = doc.get("generation")
+    if gen:
+        for who in ("ours", "reference"):
+            g = gen.get(who)
+            if g is None:
+                continue
+            shown = g.get("error") or (repr(g["text"]) if g.get("text") is not None else str(g["ids"]))
+            c.print(line(f"generated ({who}, {gen['new_tokens']} tokens): ", shown))
+        if gen.get("reference"):
+            d = gen["first_difference"]
+            c.print("greedy continuations agree" if d is None else f"greedy continuations differ from token {d}")

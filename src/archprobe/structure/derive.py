@@ -19,7 +19,9 @@ from archprobe.structure.bind_layer import bind_layer, common_prefix_len, norm_e
 from archprobe.structure.card import Card
 from archprobe.structure.config import ConfigView
 from archprobe.structure.modules import Module, group_modules, words
+from archprobe.structure.norm_convention import plain_gain_source
 from archprobe.structure.positions import derive_positions
+from archprobe.structure.sliding import layer_windows
 from archprobe.structure.tensors import TensorTable, build_table
 
 GROUP_SCORES = {"group_limited_greedy": "max", "noaux_tc": "top2_sum"}   # DeepSeek's topk_method -> group score
@@ -279,6 +281,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
         card.final_norm.eps = eps
     if cfg.default("norm_offset"):
         _set(card, "final_norm.offset", True, "default")
+    elif plain_gain_source(cfg.model_type):   # transformers applies this family's gains as w: say so
+        _set(card, "final_norm.offset", False, "default")
     soft, where = cfg.first_float_at("final_logit_softcapping", "logits_soft_cap")
     _set(card, "head.soft_cap", soft, f"config:{where}")
     if cfg.default("embed_scale") == "sqrt_hidden" and card.hidden_size:
@@ -323,16 +327,19 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             window, w_where = cfg.first_int_at("window_size")
     attn_cap, ac_where = cfg.first_float_at("attn_logit_softcapping")
     gate_lb = cfg.first_float("gate_lower_bound")
-    sliding_all = bool(cfg.default("sliding_all")) and cfg.get("use_sliding_window", True) is not False
+    windows = layer_windows(cfg, len(card.layers), window, w_where, types)
+    assumed = [i for i, w in enumerate(windows) if w and w[1] == "assumed"
+               and card.layers[i].mixer.kind in ("gqa", "mha", "mqa", "mla", "lowrank_kv")]
+    if assumed:
+        card.warnings.append(f"assumed: sliding_window {window} on all {len(assumed)} attention layers "
+                             f"(model_type {cfg.model_type!r} has no family row and no layer_types or "
+                             "use_sliding_window key; transformers' generic reading)")
     for i, layer in enumerate(card.layers):
         p = f"layers.{i}"
         m, f = layer.mixer, layer.ffn
         if m.kind in ("gqa", "mha", "mqa", "mla", "lowrank_kv"):
-            if isinstance(types, list) and len(types) == len(card.layers) and window:
-                if "sliding" in str(types[i]) or "chunked" in str(types[i]) or "local" in str(types[i]):
-                    _set(card, f"{p}.mixer.sliding_window", window, f"config:{w_where}")
-            elif window and sliding_all:
-                _set(card, f"{p}.mixer.sliding_window", window, "default")
+            if windows[i] is not None:
+                _set(card, f"{p}.mixer.sliding_window", *windows[i])
             _set(card, f"{p}.mixer.logit_soft_cap", attn_cap, f"config:{ac_where}")
             if cfg.default("weightless_qk_norm") and m.qk_norm is None:   # nanochat: q/k RMSNorm after rope
                 _set(card, f"{p}.mixer.qk_norm", "weightless", "default")
@@ -431,6 +438,9 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             card.origins[f"{p}.mixer.layout.qkv_interleaved"] = "default"
         for place, norm in layer.norm.items():
             if norm.offset:
+                card.origins[f"{p}.norm.{place}.offset"] = "default"
+            elif norm.offset is None and plain_gain_source(cfg.model_type):
+                norm.offset = False
                 card.origins[f"{p}.norm.{place}.offset"] = "default"
             if f"{p}.norm.{place}" not in card.tensors:
                 card.origins[f"{p}.norm.{place}.kind"] = "default"

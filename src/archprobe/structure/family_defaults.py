@@ -7,7 +7,10 @@ Keys: `conv1d_transposed` (weights stored [in, out]), `qkv_layout` (a fused qkv'
 [q, v, k]), `gate_up` (`interleaved` =
 even rows gate, odd rows up), `norm_offset` (RMSNorm applied as 1 + w), `embed_scale` (`sqrt_hidden`),
 `alibi`, `parallel` (attention and MLP read the same normalised input), `post_norm`, `scoring`
-(router), `sliding_all` (every attention layer uses `sliding_window`); positions (structure/positions.py):
+(router), `sliding_all` (every attention layer uses `sliding_window`, whatever `layer_types` say),
+`sliding_opt_in` (no window unless `use_sliding_window` is true: the config class defaults it to false),
+`sliding_ignored` (the config carries `sliding_window`, the modeling file never reads it; structure/sliding.py
+holds the generic rule these rows are exceptions to); positions (structure/positions.py):
 `rope_theta` (a base the modeling file hard-codes), `rope_interleaved` (pairs (0,1),(2,3) rotate
 together: rotate_half on x[..., 0::2], rotate_every_two, view_as_complex), `rope_inverse` (rotation by
 the negative angle), `rope` False (attention
@@ -53,6 +56,15 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "gpt_oss": {"gate_up": "interleaved", "scoring": "softmax", "renormalize": True,
                 "source": "transformers/models/gpt_oss/modeling_gpt_oss.py (gate_up[..., ::2], [..., 1::2]; "
                           "softmax over the top-k router logits)"},
+    # sliding windows opted into: the config class defaults use_sliding_window to False
+    "qwen2": {"sliding_opt_in": True, "source": "transformers/models/qwen2/configuration_qwen2.py "
+                                                "(use_sliding_window: bool = False, line 73)"},
+    "qwen3": {"sliding_opt_in": True, "source": "transformers/models/qwen3/configuration_qwen3.py "
+                                                "(use_sliding_window: bool = False, line 76)"},
+    "qwen3_moe": {"sliding_opt_in": True, "source": "transformers/models/qwen3_moe/configuration_qwen3_moe.py "
+                                                    "(use_sliding_window: bool = False, line 94)"},
+    "smollm3": {"sliding_opt_in": True, "source": "transformers/models/smollm3/configuration_smollm3.py "
+                                                  "(use_sliding_window: bool = False, line 86)"},
     "gemma": {"norm_offset": True, "embed_scale": "sqrt_hidden",
               "source": "transformers/models/gemma/modeling_gemma.py (GemmaRMSNorm 1 + weight, normalizer)"},
     "gemma2": {"norm_offset": True, "embed_scale": "sqrt_hidden",
@@ -106,13 +118,18 @@ FAMILY_DEFAULTS: dict[str, dict] = {
     "kimi_linear": {"scoring": "sigmoid", "rope": False,
               "source": "transformers/models/kimi_linear/modeling_kimi_linear.py (MLA without rotary); "
               "transformers/models/kimi_linear/modeling_kimi_linear.py"},
-    "nemotron_h": {"scoring": "sigmoid", "rope": False,
+    "nemotron_h": {"scoring": "sigmoid", "rope": False, "sliding_ignored": True,
               "source": "transformers/models/nemotron_h/modeling_nemotron_h.py (attention without rotary); "
-              "transformers/models/nemotron_h/modeling_nemotron_h.py"},
+              "transformers/models/nemotron_h/configuration_nemotron_h.py (sliding_window, line 112: "
+              "modeling_nemotron_h.py never reads it)"},
+    "qwen2_moe": {"sliding_opt_in": True, "source": "transformers/models/qwen2_moe/configuration_qwen2_moe.py "
+                                                    "(use_sliding_window: bool = False, line 91)"},
     "minimax": {"scoring": "softmax", "renormalize": True, "linear_norm_eps": 1e-6, "residual_from_norm": True,
+                "sliding_all": True,
                 "source": "transformers/models/minimax/modeling_minimax.py (softmax, top-k, /= sum; residual = "
                           "input_layernorm(h); MiniMaxRMSNorm(heads * head_dim) at its default eps in the lightning "
-                          "attention)"},
+                          "attention; MiniMaxAttention: sliding_window=getattr(self.config, \"sliding_window\", "
+                          "None) on every attention layer, its layer_types only say full vs linear)"},
     "opt": {"post_norm_key": "do_layer_norm_before", "source": "transformers/models/opt/modeling_opt.py (nn.LayerNorm"
             "'s default eps)", "norm_eps": 1e-5},
     # positions (structure/positions.py), each read from the family's modeling file

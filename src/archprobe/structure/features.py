@@ -95,8 +95,10 @@ def _model_features(fs: FeatureSet, card: Card) -> None:
     if sw:
         w = card.layers[sw[0]].mixer.sliding_window
         origin = card.origin(f"layers.{sw[0]}.mixer.sliding_window")
-        f = fs.add("attention.sliding_window", None, {"window": w, "layers": sw},
-                   [_cfg_ev(origin.split(":", 1)[-1], w, f"{len(sw)} layers see a bounded window")], 0.8)
+        key = origin.split(":", 1)[1] if origin.startswith("config:") else "sliding_window"
+        why = f"{len(sw)} layers see a bounded window" + ("" if origin.startswith("config:") else f" ({origin})")
+        f = fs.add("attention.sliding_window", None, {"window": w, "layers": sw, "origin": origin},
+                   [_cfg_ev(key, w, why)], 0.8 if origin != "assumed" else 0.6)
         f["layers"] = sw
     nope = _layers_where(card, lambda layer: layer.mixer.rope is False)
     if nope:

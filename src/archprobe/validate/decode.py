@@ -75,13 +75,18 @@ class LazyEmbedding(nn.Module):
         return rows[inverse]
 
 
-def plan(folder: str) -> tuple[object, dict, str, list[str]]:
+def plan(folder: str, loaded=None) -> tuple[object, dict, str, list[str]]:
     """(HybridConfig, {layer or None: {module name: checkpoint name}}, folder, shard files) from the card,
-    exactly as the eager path plans it (validate.load + validate.build.blueprint)."""
+    exactly as the eager path plans it (validate.load + validate.build.blueprint). `loaded`: the eager
+    path's own load (its --card overrides and settled norm offsets); without it, loaded here likewise."""
     from archprobe.validate.build import blueprint
     from archprobe.validate.load import load
+    from archprobe.validate.norm_gains import check_norm_gains
 
-    loaded = load(folder)
+    if loaded is None:
+        loaded = load(folder)
+        with loaded.reader.session() as get:
+            check_norm_gains(loaded.card, get)
     bp = blueprint(loaded.card, loaded.reader.all_shapes(loaded.card.tensors.values()))
     odd = next((d.target for p in bp.parts.values() for d in p.derived), None)
     if odd is not None:
@@ -93,12 +98,14 @@ def plan(folder: str) -> tuple[object, dict, str, list[str]]:
 class LazyModel:
     """A HybridDecoder whose large weights stay in the shards; see the module docstring."""
 
-    def __init__(self, folder: str, dtype: torch.dtype = torch.float32, stream_min_bytes: int = STREAM_MIN_BYTES):
-        """`stream_min_bytes`: matrices at least this large are streamed (0: every float matrix)."""
+    def __init__(self, folder: str, dtype: torch.dtype = torch.float32, stream_min_bytes: int = STREAM_MIN_BYTES,
+                 loaded=None):
+        """`stream_min_bytes`: matrices at least this large are streamed (0: every float matrix); `loaded`:
+        see plan()."""
         from archprobe.nn.decoder import HybridDecoder
 
         t0 = time.perf_counter()
-        cfg, parts, base, files = plan(folder)
+        cfg, parts, base, files = plan(folder, loaded)
         if cfg.expert_bias:
             raise Unsupported("experts with biases (gpt-oss) are not streamed")
         self.config, self.dtype, self.stream_min_bytes = cfg, dtype, stream_min_bytes

@@ -1,50 +1,79 @@
-"""Refuse a norm whose stored gains say "(1 + w)" when nothing else on the card does.
+"""Whether a norm's stored gains are applied as w or as (1 + w) where neither the config, the family tables
+nor the user said.
 
 Gemma, Qwen3-Next, MiniMax-M3 and Nemotron (LayerNorm1P) store a norm's gain as w = gain - 1 and apply
-(1 + w); the headers cannot show it and the config has no key for it, so the card knows it only from the
-family table, by `model_type`. A renamed or new family with such norms would otherwise run with gains of
-about 0 and `pass` (nothing checks logits without a reference). The stored values tell: a plain gain
-centred on 0 would all but erase the normalised signal, which no trained or freshly initialised model
-does. So when the card applies a norm as w x (offset unset by config, family table or user) and the mean
-of its stored gains lies within `CENTRED` of 0, validate stops with NeedsField naming `norm.offset`.
+(1 + w); the headers cannot show it and the config has no key for it, so the card knows it from the family
+tables by `model_type` (structure/family_defaults.py `norm_offset`, structure/norm_convention.py for the
+plain families). A renamed or new family is decided here from every norm of the model at once, never from
+one tensor (a trained model's single norm can average +0.001 and still be a plain gain):
+
+- all stored gains 0: freshly initialised (1 + w); all 1: freshly initialised w (settled, no note);
+- trained, at most `PLAIN_NEG` of all gain values negative: w (plain gains stay positive), printed as an
+  assumption;
+- trained, at least `OFFSET_NEG` negative and the mean within `CENTRED` of 0: (1 + w), printed likewise;
+- anything between: the readings differ and nothing settles them, so validate stops with NeedsField.
 """
 
 from __future__ import annotations
 
+import torch
+
 from archprobe.errors import CheckpointError
 from archprobe.validate.build import NeedsField
 
-CENTRED = 0.25     # |mean gain| below this: a zero-centred (1 + w) gain; plain gains sit near 1
-# model_types whose RMSNorm transformers applies as plain `weight * x` (LlamaRMSNorm.forward in
-# transformers/models/llama/modeling_llama.py: `return self.weight * hidden_states.to(input_dtype)`; the
-# others copy it, "# Copied from ...LlamaRMSNorm"). Trained gains there may average ~0 (SmolLM2-135M's
-# layer-0 input norm averages +0.001): the convention, not the values, decides.
-PLAIN_GAIN_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3",
-                              "olmo2", "granite", "deepseek_v3", "smollm3", "ministral", "starcoder2"})
+CENTRED = 0.25      # |mean gain| below this: zero-centred, as (1 + w) gains are
+PLAIN_NEG = 0.10    # plain trained gains: few values below 0 (SmolLM2-135M: 2.3% of them)
+OFFSET_NEG = 0.30   # (1 + w) gains: w spreads both sides of 0
+CONSTANT = 1e-6
 
 
-def _norm_roles(card) -> list[tuple[str, str]]:
-    """(tensor role, card field of its offset) for the final norm and the first layer's norms."""
-    roles = [("final_norm", "final_norm")]
-    if card.layers:
-        roles += [(f"layers.0.norm.{place}", f"layers.0.norm.{place}") for place in card.layers[0].norm]
-    return [(role, field) for role, field in roles if role in card.tensors]
-
-
-def check_norm_gains(card, get) -> None:
-    """Raise NeedsField for the first norm applied as w x whose stored gains centre on 0 (`get`: name ->
-    tensor, the reader's session)."""
-    if (getattr(card, "model_type", None) or "") in PLAIN_GAIN_TYPES:
-        return
-    for role, field in _norm_roles(card):
+def _open_norms(card) -> list[tuple[str, object]]:
+    """(card field, Norm) for every stored norm whose offset nobody set: the final norm and every layer's."""
+    fields = ["final_norm"] + [f"layers.{i}.norm.{place}" for i, layer in enumerate(card.layers)
+                               for place in layer.norm]
+    out = []
+    for field in fields:
         norm = card.get(field)
-        if norm is None or norm.offset or card.origin(f"{field}.offset") != "unknown":
-            continue
+        if norm is not None and field in card.tensors and not norm.offset \
+                and card.origin(f"{field}.offset") == "unknown":
+            out.append((field, norm))
+    return out
+
+
+def check_norm_gains(card, get) -> list[str]:
+    """Settle the offset of every norm the card leaves open from the model's stored gains, setting it on the
+    card with origin `assumed`; return the assumptions made (one line each), or raise NeedsField where the
+    evidence is mixed. `get`: name -> tensor, the reader's session."""
+    open_norms = _open_norms(card)
+    values = []
+    for field, _ in open_norms:
         try:
-            w = get(card.tensors[role]).float()
+            values.append(get(card.tensors[field]).detach().reshape(-1).to(torch.float64))
         except CheckpointError:    # a shard not fetched (hub --layers): the streaming step reports it
             continue
-        mean = float(w.mean()) if w.numel() else 1.0
-        if abs(mean) < CENTRED:
-            raise NeedsField(f"{field}.offset", f"its stored gains average {mean:+.3f}: true if the norm is applied "
-                                                "as (1 + w), as Gemma and Qwen3-Next do; false if as w")
+    if not values:
+        return []
+    w = torch.cat(values)
+    if not w.numel():
+        return []
+    mean, neg = float(w.mean()), float((w < 0).double().mean())
+    if float((w - 1).abs().max()) < CONSTANT:
+        offset, note = False, None
+    elif float(w.abs().max()) < CONSTANT:
+        offset, note = True, f"assumed: norm gains applied as (1 + w): all {len(values)} norms store 0"
+    elif neg <= PLAIN_NEG:
+        offset, note = False, (f"assumed: norm gains applied as w (model_type {card.model_type!r} has no table "
+                               f"row; {neg:.1%} of the {len(values)} norms' gains are negative, mean {mean:+.3f})")
+    elif neg >= OFFSET_NEG and abs(mean) < CENTRED:
+        offset, note = True, (f"assumed: norm gains applied as (1 + w) (model_type {card.model_type!r} has no "
+                              f"table row; {neg:.1%} of the {len(values)} norms' gains are negative, "
+                              f"mean {mean:+.3f})")
+    else:
+        raise NeedsField(f"{open_norms[0][0]}.offset",
+                         f"across the {len(values)} norms, {neg:.1%} of stored gains are negative, mean "
+                         f"{mean:+.3f}: true if the norms are applied as (1 + w), as Gemma and Qwen3-Next do; "
+                         "false if as w")
+    for field, norm in open_norms:
+        norm.offset = offset
+        card.origins[f"{field}.offset"] = "assumed"
+    return [note] if note else []

@@ -17,6 +17,8 @@ import resource
 import torch
 
 from archprobe.errors import ArchprobeError, SourceError
+from archprobe.validate.prompt import decode_text, top_tokens
+from archprobe.validate.reference import Reference
 
 SCHEMA = "archprobe.validate/1"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -49,6 +51,34 @@ def _fetch(source: str, layers: str | None, fetch_progress):
                                                                       or 0)), progress=fetch_progress)
 
 
+MAX_GENERATE = 4096
+
+
+def _generation(loaded, prompt: list[int], n: int, dtype, ref) -> dict:
+    """`n` greedy tokens through the cached decode path (validate/decode.py), beside the reference's."""
+    from archprobe.validate.build import Unsupported
+    from archprobe.validate.decode import LazyModel
+
+    out: dict = {"new_tokens": n, "reference": None, "first_difference": None}
+    try:
+        model = LazyModel(loaded.folder, dtype, loaded=loaded)
+    except Unsupported as exc:
+        out["ours"] = {"error": exc.message}
+        return out
+    try:
+        ours = [r["next_token"] for r in model.generate(prompt, n - 1)][:n]
+    finally:
+        model.close()
+    out["ours"] = {"ids": ours, "text": decode_text(loaded.folder, ours)}
+    if ref is not None and ref.generated is not None:
+        theirs = ref.generated[:n]
+        out["reference"] = {"ids": theirs, "text": decode_text(loaded.folder, theirs)}
+        out["first_difference"] = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False))
+                                        if a != b),
+                                       None if len(ours) == len(theirs) else min(len(ours), len(theirs)))
+    return out
+
+
 def within_gate(ref: dict, dtype: str) -> bool | None:
     """True / False against the fp32 gate; None where no gate applies (bf16 is reported, not gated)."""
     if dtype != "float32" or ref.get("error"):
@@ -60,14 +90,15 @@ def within_gate(ref: dict, dtype: str) -> bool | None:
 def validate(source: str, prompt_ids: list[int] | None = None, reference: str = "none", dtype: str = "float32",
              layers: str | None = None, save_logits: str | None = None, progress=None, *, prompt: str | None = None,
              pin_routing: bool = False, offload_dir: str | None = None, fetch_progress=None,
-             card: str | None = None) -> dict:
+             card: str | None = None, generate: int = 0) -> dict:
     """The `archprobe.validate/1` document for a local checkpoint folder or a hub repo.
 
     `progress`, if given, wraps the iterable of layer indices (the CLI passes a rich progress bar).
     A hub source downloads only the shards holding the layers that run. `pin_routing` runs the
     transformers reference first and makes every MoE block choose its experts from the input the
     reference's block saw. `offload_dir` keeps each layer's output on disk instead of in memory.
-    `card` is a card file (YAML/JSON) whose fields override the derived card."""
+    `card` is a card file (YAML/JSON) whose fields override the derived card. `generate` > 0 also decodes
+    that many tokens greedily (ours through the cached decode path, and the reference's)."""
     from archprobe.validate.build import Unsupported, blueprint
     from archprobe.validate.load import load
     from archprobe.validate.norm_gains import check_norm_gains
@@ -77,12 +108,16 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
         raise ArchprobeError(f"--dtype {dtype!r}: use float32 or bfloat16")
     if pin_routing and reference != "transformers":
         raise ArchprobeError("--pin-routing pins to the reference's choices", hint="add --reference transformers")
+    if generate < 0 or generate > MAX_GENERATE:
+        raise ArchprobeError(f"--generate {generate}: give 0 to {MAX_GENERATE} tokens")
+    if generate and layers:
+        raise ArchprobeError("--generate decodes through every layer", hint="drop --layers")
     fetched = None
     if not os.path.isdir(source) and not (source.endswith(".gguf") and os.path.isfile(source)):
         source, fetched = _fetch(source, layers, fetch_progress)
     loaded = load(source, card)
-    with loaded.reader.session() as get:   # zero-centred gains the card would apply as w: refuse, don't guess
-        check_norm_gains(loaded.card, get)
+    with loaded.reader.session() as get:   # norms nobody said w or (1 + w) for: the whole model's gains decide
+        assumptions = check_norm_gains(loaded.card, get)
     if prompt is not None:
         from archprobe.validate.prompt import encode
 
@@ -91,6 +126,8 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
                  "missing_tensors": [], "layers": [], "reference": None, "peak_rss_bytes": 0}
     if fetched:
         doc["fetched"] = fetched
+    if assumptions:
+        doc["assumptions"] = assumptions
     n_run = _parse_layers(layers, len(loaded.card.layers))
     try:
         bp = blueprint(loaded.card, loaded.reader.all_shapes(loaded.card.tensors.values()), n_run)
@@ -108,7 +145,7 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
         from archprobe.validate.reference import run_transformers
 
         ref = run_transformers(loaded.folder, loaded.config, ids, capture_moe=True,
-                               gguf_file=loaded.gguf_file)
+                               gguf_file=loaded.gguf_file, generate=generate)
         if isinstance(ref, dict):
             raise ArchprobeError(f"--pin-routing: {ref['error']}")
     result = stream_forward(bp, loaded.reader, ids, DTYPES[dtype], n_run, progress=progress,
@@ -125,6 +162,7 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
         doc["routing_pinned"] = {"layers": len(result.flips), "tokens_flipped": sum(result.flips.values()),
                                  "per_layer": {str(k): v for k, v in sorted(result.flips.items())}}
     if result.logits is not None:
+        doc["next_tokens"] = top_tokens(loaded.folder, result.logits)
         if save_logits:
             from safetensors.torch import save_file
 
@@ -133,8 +171,11 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
             from archprobe.validate.reference import compare, run_transformers
 
             if ref is None:
-                ref = run_transformers(loaded.folder, loaded.config, ids, gguf_file=loaded.gguf_file)
+                ref = run_transformers(loaded.folder, loaded.config, ids, gguf_file=loaded.gguf_file,
+                                       generate=generate)
             doc["reference"] = ref if isinstance(ref, dict) else compare(ref, result.logits, result.hidden.get)
+            if not isinstance(ref, dict):
+                doc["reference"]["next_tokens"] = top_tokens(loaded.folder, ref.logits)
             ok = within_gate(doc["reference"], dtype)
             doc["reference"]["within_gate"] = ok
             if doc["reference"].get("error") or ok is False:
@@ -143,5 +184,8 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
                 doc["status"] = "pass" if doc["status"] == "ran" else doc["status"]
                 doc["checked"].append("logits within the fp32 gate of the reference")
     result.hidden.close()
+    if generate and result.logits is not None:
+        doc["generation"] = _generation(loaded, ids[0].tolist(), generate, DTYPES[dtype],
+                                        ref if isinstance(ref, Reference) else None)
     doc["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return doc

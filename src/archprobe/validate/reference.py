@@ -18,12 +18,14 @@ class Reference:
     logits: torch.Tensor
     hidden: list[torch.Tensor]
     moe_inputs: dict[int, torch.Tensor]
+    generated: list[int] | None = None    # greedy continuation (generate > 0)
 
 
 def run_transformers(folder: str, config: dict, ids: torch.Tensor, capture_moe: bool = False,
-                     gguf_file: str | None = None) -> Reference | dict:
+                     gguf_file: str | None = None, generate: int = 0) -> Reference | dict:
     """A Reference, or {"name", "error"} when transformers cannot be the reference here. `gguf_file`:
-    a GGUF file in `folder`, loaded (dequantized) by transformers' own GGUF loader."""
+    a GGUF file in `folder`, loaded (dequantized) by transformers' own GGUF loader. `generate`: also
+    decode that many tokens greedily after `ids` (transformers' own generate, with its caches)."""
     try:
         from transformers import AutoModelForCausalLM
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -55,14 +57,20 @@ def run_transformers(folder: str, config: dict, ids: torch.Tensor, capture_moe: 
     finally:
         for h in handles:
             h.remove()
+    generated = None
+    if generate > 0:
+        with torch.no_grad():
+            seq = ref.generate(ids, max_new_tokens=generate, min_new_tokens=generate, do_sample=False,
+                               attention_mask=torch.ones_like(ids), pad_token_id=0)
+        generated = seq[0, ids.shape[1]:].tolist()
     return Reference(f"transformers {ref.__class__.__name__}", out.logits.float(),
-                     [h.float() for h in out.hidden_states], moe_inputs)
+                     [h.float() for h in out.hidden_states], moe_inputs, generated)
 
 
 def compare(ref: Reference, logits: torch.Tensor, hidden_at) -> dict:
     """Logit agreement and per-layer max |diff|; `hidden_at(i)` gives our layer i output."""
-    logp_ref = torch.log_softmax(ref.logits, -1)
-    logp = torch.log_softmax(logits, -1)
+    logp_ref = torch.log_softmax(ref.logits.double(), -1)   # float64: float32 rounding gives KL < 0
+    logp = torch.log_softmax(logits.double(), -1)
     kl = (logp_ref.exp() * (logp_ref - logp)).sum(-1).mean().item()
     per_layer = []
     for i in range(len(ref.hidden) - 2):  # transformers' last hidden state is after the final norm

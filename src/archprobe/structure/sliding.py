@@ -1,0 +1,43 @@
+"""Which attention layers keep a sliding window, by transformers' rules for any model_type.
+
+transformers' configuration and modeling files agree on one generic reading (qwen2, mistral, phi3,
+starcoder2, mixtral, gemma2/3, minimax read in transformers 5.x):
+
+- a `sliding_window` of null (or 0) means none;
+- `use_sliding_window: false` means none (qwen2/qwen3: `self.sliding_window = ... if self.use_sliding_window
+  else None`); families whose config class defaults it to false (`sliding_opt_in` rows) need it true;
+- `layer_types` of the model's length: the window on its `sliding_attention` (or `chunked`, `local`) layers only
+  (qwen2, gemma2/3: `config.sliding_window if self.layer_type == "sliding_attention" else None`), unless the
+  family's modeling file passes the window to every layer whatever the types (`sliding_all` rows: mistral,
+  minimax: `sliding_window=getattr(self.config, "sliding_window", None)`);
+- no layer types, `use_sliding_window: true` and `max_window_layers`: layers from that index on (qwen2's
+  `i >= self.max_window_layers`);
+- otherwise every attention layer (phi3, starcoder2: `sliding_window=getattr(self.config, "sliding_window",
+  None)`). Where no config key but the window itself says so and the family has no row, that is a guess: origin
+  `assumed`.
+A family whose config carries the key and whose modeling file never reads it is a `sliding_ignored` row.
+"""
+
+from __future__ import annotations
+
+SLIDING_KINDS = ("sliding", "chunked", "local")
+
+
+def layer_windows(cfg, n_layers: int, window: int | None, w_where: str | None, types) -> list[tuple[int, str] | None]:
+    """Per layer: (window, origin) where it slides, else None. `types`: the config's layer types (or GPT-Neo's
+    attention_layers), or None."""
+    none: list[tuple[int, str] | None] = [None] * n_layers
+    if not window or window <= 0 or cfg.default("sliding_ignored"):
+        return none
+    use = cfg.get("use_sliding_window")
+    if use is False or (use is None and cfg.default("sliding_opt_in")):
+        return none
+    if cfg.default("sliding_all"):
+        return [(window, "default")] * n_layers
+    if isinstance(types, list) and len(types) == n_layers:
+        return [(window, f"config:{w_where}") if any(k in str(t) for k in SLIDING_KINDS) else None for t in types]
+    first = cfg.first_int("max_window_layers") if use is True else None
+    if first is not None:
+        return [(window, "config:max_window_layers") if i >= first else None for i in range(n_layers)]
+    origin = "config:use_sliding_window" if use is True else "assumed"
+    return [(window, origin)] * n_layers
