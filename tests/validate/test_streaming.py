@@ -49,6 +49,7 @@ def status(key):
         if line.startswith(key):
             return int(line.split()[1]) * 1024
 import torch  # imports first: their footprint is not the validation's
+import archprobe.validate.pipeline  # noqa: F401  (archprobe.validate loads its pipeline on first use)
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")
 base = status("VmRSS:")
