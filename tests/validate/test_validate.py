@@ -49,8 +49,6 @@ def test_logits_match_transformers(family, tmp_path):
     assert len(doc["layers"]) == model.config.num_hidden_layers and all(layer["finite"] for layer in doc["layers"])
 
 
-@pytest.mark.xfail(strict=True, reason="card: K3's Gated MLA binds o_proj as the gate and g_proj as the output "
-                                      "(same [H, H] shape; the names do not break the tie yet)")
 def test_k3_with_mxfp4_experts_equals_our_decoder_on_dequantized_weights(tmp_path):
     from archprobe.nn.decoder import HybridConfig, HybridDecoder
     from archprobe.nn.loading import load_strict, sanitize

@@ -32,6 +32,17 @@ def _by_words(mods: list[Module], *wanted: set[str]) -> list[Module]:
     return sorted(mods, key=key)
 
 
+OUT_WORDS = {"o", "out", "out_proj", "o_proj", "wo", "dense"}
+OUTPUT_GATE_WORDS = {"g", "g_proj", "gate", "o_gate", "output_gate"}
+
+
+def _output_projection(cands: list[Module]) -> Module | None:
+    """The output projection among the [H, W] matrices shapes leave: where an output gate [W, H] has the same
+    shape (W = H, as in the demo's Gated MLA), names break the tie: an output's words first, a gate's last."""
+    return min(cands, key=lambda m: (bool(words(m.path) & OUTPUT_GATE_WORDS), not words(m.path) & OUT_WORDS,
+                                     m.path), default=None)
+
+
 def vec_len(m: Module) -> int | None:
     """The length of a vector stored with extra unit dims ([1, 1, n, 1] -> n); None for other shapes."""
     big = [d for d in m.shape if d != 1]
@@ -64,7 +75,7 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
     vecs = [m for m in pool if vec_len(m) is not None and mat(m) is None and m not in convs]
     mats = [m for m in pool if len(m.shape) == 2 and m not in vecs]
     K = convs[0].shape[-1]
-    out_words = {"o", "out", "out_proj", "o_proj", "wo", "dense"}
+    out_words = OUT_WORDS
     if len(convs) >= 3 and not any(vec_len(v) == convs[0].shape[0] for v in vecs):
         return _gdn_split(pool, convs, vecs, mats, H, cfg)
     if len(convs) >= 3:
@@ -383,7 +394,7 @@ def _mla(mods: list[Module], H: int, cfg) -> Bound | None:
     pool = list(mods)
     down, norm, up = kv
     r, rope = up.shape[1], down.shape[0] - up.shape[1]
-    writer = next((m for m in mats if m.shape[0] == H and m is not down), None)
+    writer = _output_projection([m for m in mats if m.shape[0] == H and m is not down])
     nh = cfg.first_int("num_attention_heads", "n_heads", "num_heads")
     v_dim = writer.shape[1] // nh if writer is not None and nh else cfg.first_int("v_head_dim")
     nope = up.shape[0] // nh - v_dim if nh and v_dim else cfg.first_int("qk_nope_head_dim")
