@@ -394,7 +394,8 @@ def _mla(mods: list[Module], H: int, cfg) -> Bound | None:
     pool = list(mods)
     down, norm, up = kv
     r, rope = up.shape[1], down.shape[0] - up.shape[1]
-    writer = _output_projection([m for m in mats if m.shape[0] == H and m is not down])
+    taken = (down, up, *(q_lora[0::2] if q_lora else ()))    # the q-LoRA up [heads * d, r] may be [H, r] too
+    writer = _output_projection([m for m in mats if m.shape[0] == H and all(m is not t for t in taken)])
     nh = cfg.first_int("num_attention_heads", "n_heads", "num_heads")
     v_dim = writer.shape[1] // nh if writer is not None and nh else cfg.first_int("v_head_dim")
     nope = up.shape[0] // nh - v_dim if nh and v_dim else cfg.first_int("qk_nope_head_dim")
