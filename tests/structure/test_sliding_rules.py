@@ -49,10 +49,10 @@ def test_families_that_slide_every_layer_whatever_the_types():
 
 @pytest.mark.needs_transformers
 def test_inspect_prints_the_assumption_and_memory_keeps_a_window(zoo_root):
-    zoo_mod = pytest.importorskip("tests.support.zoo")
     from typer.testing import CliRunner
 
     from archprobe.cli.main import app
+    from tests.support import zoo as zoo_mod
 
     ckpt = str(zoo_mod.build("phi3_sliding", zoo_root))
     text = CliRunner().invoke(app, ["inspect", ckpt]).output

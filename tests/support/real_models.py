@@ -81,12 +81,14 @@ def safetensors_dir(name: str, root: str | os.PathLike) -> Path:
     """The model as transformers saves it (fp32, dequantized from the GGUF), cached under root/name/hf."""
     folder = Path(root) / name / "hf"
     done = folder / "real_model.json"
+    gguf = gguf_path(name, root)
     if done.is_file():
+        if not (folder / "tokenizer.json").is_file():     # a folder cached before the tokenizer was kept
+            _save_tokenizer(gguf, folder)
         return folder
     import torch
     from transformers import AutoModelForCausalLM
 
-    gguf = gguf_path(name, root)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, torch_dtype=torch.float32)
     # transformers dequantized every tensor on load; what is left of "gguf" is a flag that blocks saving
     model.hf_quantizer = None
@@ -94,9 +96,17 @@ def safetensors_dir(name: str, root: str | os.PathLike) -> Path:
     if hasattr(model.config, "quantization_config"):
         delattr(model.config, "quantization_config")
     model.save_pretrained(str(folder))
+    _save_tokenizer(gguf, folder)
     params = sum(p.numel() for p in model.parameters())
     done.write_text(json.dumps({"name": name, "params": params, "gguf": str(gguf)}))
     return folder
+
+
+def _save_tokenizer(gguf: Path, folder: Path) -> None:
+    """The GGUF's own tokenizer, as transformers reads it, saved beside the weights (validate --prompt)."""
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(str(folder))
 
 
 def transformers_params(folder: str | os.PathLike) -> int:

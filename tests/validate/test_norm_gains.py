@@ -13,7 +13,8 @@ import shutil
 import pytest
 
 pytest.importorskip("transformers")
-zoo_mod = pytest.importorskip("tests.support.zoo")
+from tests.support import zoo as zoo_mod  # noqa: E402
+
 pytestmark = pytest.mark.needs_transformers
 
 from archprobe.validate import validate  # noqa: E402
@@ -31,7 +32,7 @@ def test_twin_with_zero_gains_runs_as_one_plus_w_and_says_so(zoo_root, tmp_path)
     twin = zoo_mod.build_twin("qwen3_next", zoo_root)
     out = tmp_path / "logits.safetensors"
     doc = validate(str(twin), prompt_ids=list(zoo_mod.PROMPT_IDS), save_logits=str(out))
-    assert doc["status"] == "pass"
+    assert doc["status"] == "ran"          # no reference inside validate: the test compares the logits
     assert any("(1 + w)" in a for a in doc["assumptions"])
     want = zoo_mod.load_reference_logits(zoo_mod.build("qwen3_next", zoo_root))
     assert _rel(load_file(str(out))["logits"][0], want) <= 1e-4
@@ -71,11 +72,11 @@ def test_twin_with_the_offset_set_by_the_user_matches_its_original(zoo_root, tmp
     path.write_text(card.to_json())
     out = tmp_path / "logits.safetensors"
     doc = validate(str(twin), prompt_ids=list(zoo_mod.PROMPT_IDS), card=str(path), save_logits=str(out))
-    assert doc["status"] == "pass" and "assumptions" not in doc
+    assert doc["status"] == "ran" and "assumptions" not in doc
     want = zoo_mod.load_reference_logits(zoo_mod.build("qwen3_next", zoo_root))
     assert _rel(load_file(str(out))["logits"][0], want) <= 1e-4
 
 
 def test_plain_gains_are_not_questioned(zoo_root):
     doc = validate(str(zoo_mod.build("qwen2_moe", zoo_root)), prompt_ids=list(zoo_mod.PROMPT_IDS))
-    assert doc["status"] == "pass" and "assumptions" not in doc
+    assert doc["status"] == "ran" and "assumptions" not in doc

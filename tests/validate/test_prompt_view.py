@@ -8,7 +8,8 @@ import pytest
 import torch
 
 pytest.importorskip("transformers")
-zoo_mod = pytest.importorskip("tests.support.zoo")
+from tests.support import zoo as zoo_mod  # noqa: E402
+
 pytestmark = pytest.mark.needs_transformers
 
 from archprobe.errors import ArchprobeError  # noqa: E402
