@@ -30,8 +30,11 @@ def test_k3_shaped_checkpoint_gets_the_precise_gap(tiny_k3):
     assert hf["status"] == "architecture known but feature missing"
     assert hf["known_as"] == "KimiLinearForCausalLM"
     assert {"residual.attnres", "moe.latent", "ffn.activation", "multimodal.vision"} <= set(hf["missing"])
-    assert {"linear_attention.kda", "attention.mla", "moe.routed", "moe.shared_experts"} <= set(hf["handled"])
+    assert {"linear_attention.kda", "moe.routed", "moe.shared_experts"} <= set(hf["handled"])
     rows = {r["feature"]: r for r in hf["features"]}
+    # K3's Gated MLA: transformers' Kimi Linear MLA has no output gate, so g_proj has no place there
+    assert rows["attention.mla"]["status"] == "missing"
+    assert all(n.endswith("self_attn.g_proj.weight") for n in rows["attention.mla"]["unplaced"])
     assert "situ" in rows["ffn.activation"]["why"]
     assert any("attention_res" in n or "res_proj" in n for n in rows["residual.attnres"]["unplaced"])
     assert by_name(doc)["vllm"]["status"] in ("not installed", "unknown", "architecture known, features unverified")
