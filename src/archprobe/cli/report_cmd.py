@@ -62,9 +62,10 @@ def report(source: SourceArg = None,
 
         device(gpu)
     out = options.writable_file(out or f"report.{fmt}", "--out")
+    user_card = load_card_opt(card)    # read and checked once: the page and the sizing section share it
     with shard_progress(not no_progress and not json_out) as progress:
         data = collect(source, context=context, batch=batch, budget=budget, run_validate=run_validate,
-                       validate_json=validate_json, progress=progress, card=load_card_opt(card),
+                       validate_json=validate_json, progress=progress, card=user_card,
                        ecosystem=_ecosystem(releases or index_url is not None, index_url),
                        observe_json=observe_json)
     if gpu or devices or tp or pp or dp or engine or (limit and limit[0] > 1):
@@ -72,7 +73,7 @@ def report(source: SourceArg = None,
 
         data["sizing"] = sizing_document(data["inspect"], int(context), batch, gpu=gpu, devices=devices,
                                          budget=limit, tp=tp, ep=ep, pp=pp, dp=dp, engine_name=engine,
-                                         card=load_card_opt(card))
+                                         card=user_card)
     if fmt == "html":
         from archprobe.report.html import render
     else:
