@@ -20,7 +20,7 @@ import tempfile
 
 from _util import paired_ratio, round_robin, table
 
-from archprobe.synthetic import K3_SHARD_NAME, K3Dims, write_k3_checkpoint
+from archprobe.writers.synthetic import K3_SHARD_NAME, K3Dims, write_k3_checkpoint
 
 
 def main() -> None:

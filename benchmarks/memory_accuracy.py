@@ -16,7 +16,7 @@ from tests.support.decoder_ckpt import planned_vs_measured
 from archprobe.memory import plan_memory
 from archprobe.nn.decoder import HybridConfig, tiny_k3, tiny_nemotron_latent, variant
 from archprobe.structure.inspect import inspect_checkpoint
-from archprobe.synthetic import K3Dims, write_k3_checkpoint
+from archprobe.writers.synthetic import K3Dims, write_k3_checkpoint
 
 WIDE = dict(vocab_size=32000, hidden_size=512)
 CONFIGS = {

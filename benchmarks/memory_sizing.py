@@ -10,7 +10,7 @@ from _util import table
 
 from archprobe.memory.sizing import sizing_document
 from archprobe.structure.inspect import inspect_checkpoint
-from archprobe.synthetic import K3Dims, write_k3_checkpoint
+from archprobe.writers.synthetic import K3Dims, write_k3_checkpoint
 
 QUESTIONS = {
     "how many H200 at 128k": dict(context=131072, gpu="h200"),

@@ -41,7 +41,7 @@ import time
 
 from _util import table
 
-from archprobe.synthetic import K3Dims, write_k3_checkpoint
+from archprobe.writers.synthetic import K3Dims, write_k3_checkpoint
 
 MEASURE = r"""
 import json, os, resource, sys, time

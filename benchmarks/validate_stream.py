@@ -19,8 +19,8 @@ import numpy as np
 from _util import table
 
 from archprobe.formats.dtypes import DTYPE_BITS
-from archprobe.formats.writer import write_safetensors
-from archprobe.synthetic import K3Dims, _random_bytes, k3_config, k3_inventory
+from archprobe.writers.safetensors import write_safetensors
+from archprobe.writers.synthetic import K3Dims, k3_config, k3_inventory, random_tensor_bytes
 
 DIMS = dict(hidden=2048, vocab=32768, heads=16, head_dim=128, rope_dim=64, q_lora=512, kv_lora=256, decay_rank=128,
             a_log_len=16, experts=64, top_k=4, expert_width=1024, latent=1024, shared=1, dense_width=8192,
@@ -51,7 +51,7 @@ def generate(folder: str, gigabytes: float) -> K3Dims:
     for key, entries in groups.items():
         data = {}
         for name, dtype, shape in entries:
-            blob = _random_bytes(name, dtype, shape, rng)
+            blob = random_tensor_bytes(name, dtype, shape, rng)
             if name.endswith("weight_packed"):
                 packed, scale = blob.split(b"\0SCALE\0")
                 data[name], data[name[: -len("packed")] + "scale"] = packed, scale

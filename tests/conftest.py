@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from archprobe.synthetic import K3_SHARD_NAME, K3Dims, tiny_k3_dims, write_k3_checkpoint
+from archprobe.writers.synthetic import K3_SHARD_NAME, K3Dims, tiny_k3_dims, write_k3_checkpoint
 from tests.support.zoo_fixtures import zoo, zoo_root  # noqa: F401  (session fixtures over the model zoo)
 
 

@@ -25,7 +25,7 @@ def cache_dir() -> Path:
 
 def demo_checkpoint(folder: str | os.PathLike | None = None) -> Path:
     """Path of the demo checkpoint, written on first use (2 shards, ~1 MB, deterministic)."""
-    from archprobe.synthetic import tiny_k3_dims, write_k3_checkpoint
+    from archprobe.writers.synthetic import tiny_k3_dims, write_k3_checkpoint
 
     path = Path(folder) if folder else cache_dir() / DEMO_NAME
     if not (path / "config.json").is_file():

@@ -63,7 +63,7 @@ def test_reading_side_imports_without_torch():
 
 
 def test_validate_cli_on_the_demo_checkpoint(tmp_path):
-    from archprobe.synthetic import tiny_k3_dims, write_k3_checkpoint
+    from archprobe.writers.synthetic import tiny_k3_dims, write_k3_checkpoint
 
     write_k3_checkpoint(tmp_path / "k3", tiny_k3_dims(), shards=2, sparse=False)
     r = run("validate", str(tmp_path / "k3"), "--prompt-ids", "1,2,3", "--json")

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from archprobe.cli.main import app
 from archprobe.diff.headers import SCHEMA, diff_sources, match_renames
-from archprobe.formats.writer import write_safetensors
+from archprobe.writers.safetensors import write_safetensors
 
 H, L, V, FF, HEADS, KV = 64, 2, 256, 128, 4, 2
 HD = H // HEADS
@@ -129,7 +129,7 @@ def test_one_changed_config_key_is_exactly_that_key(tmp_path):
 
 
 def test_k3_against_its_renamed_twin_matches_every_tensor_by_role(tmp_path):
-    from archprobe.synthetic import tiny_k3_dims, write_k3_checkpoint
+    from archprobe.writers.synthetic import tiny_k3_dims, write_k3_checkpoint
     from tests.support.renamed_k3 import write_renamed_k3
 
     write_k3_checkpoint(tmp_path / "k3", tiny_k3_dims(), sparse=True)
@@ -220,7 +220,7 @@ def _cli(*args):
 
 
 def test_cli_json_and_different_architectures(tmp_path):
-    from archprobe.synthetic import tiny_k3_dims, write_k3_checkpoint
+    from archprobe.writers.synthetic import tiny_k3_dims, write_k3_checkpoint
 
     a = _write(tmp_path / "a")
     write_k3_checkpoint(tmp_path / "k3", tiny_k3_dims(), sparse=True)

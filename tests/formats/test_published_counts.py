@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import os
 
-from archprobe.formats.writer import write_safetensors
 from archprobe.structure.inspect import inspect_checkpoint
+from archprobe.writers.safetensors import write_safetensors
 
 
 def _gpt_oss(folder, layers: int, experts: int) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from safetensors.numpy import save_file
 
-from archprobe.formats.mxfp4 import dequantize_mxfp4_np, quantize_mxfp4
 from archprobe.structure.inspect import inspect_checkpoint
+from archprobe.writers.mxfp4 import dequantize_mxfp4_np, quantize_mxfp4
 
 
 def _inspect(tmp_path, tensors, config=None):

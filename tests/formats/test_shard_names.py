@@ -7,7 +7,7 @@ import os
 import pytest
 
 from archprobe.formats.checkpoint import numbered_shards
-from archprobe.synthetic import K3_SHARD_NAME, K3Dims, write_k3_checkpoint
+from archprobe.writers.synthetic import K3_SHARD_NAME, K3Dims, write_k3_checkpoint
 from tests.support.hub_server import HubServer
 
 SMALL = K3Dims(num_layers=8, hidden=256, vocab=1024, heads=4, head_dim=32, rope_dim=16, q_lora=64, kv_lora=32,

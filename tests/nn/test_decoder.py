@@ -110,7 +110,7 @@ def test_plan_is_data_and_matches_k3_rules():
 
 
 def test_config_from_k3_config_json():
-    from archprobe.synthetic import k3_config, tiny_k3_dims
+    from archprobe.writers.synthetic import k3_config, tiny_k3_dims
 
     cfg = HybridConfig.from_config_json(k3_config(tiny_k3_dims()))
     assert cfg.mixer_types == ("kda", "kda", "kda", "mla", "kda", "mla")

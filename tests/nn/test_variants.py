@@ -85,8 +85,8 @@ def test_attnres_with_one_source_is_identity_and_zero_queries_average():
 def test_packed_mxfp4_experts_equal_their_dequantized_dense_twin():
     import numpy as np
 
-    from archprobe.formats.mxfp4 import dequantize_mxfp4_np, quantize_mxfp4
     from archprobe.nn.moe import ExpertBank
+    from archprobe.writers.mxfp4 import dequantize_mxfp4_np, quantize_mxfp4
 
     torch.manual_seed(0)
     E, L, F = 3, 64, 32

@@ -11,7 +11,7 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from archprobe.observe import observe
-from archprobe.synthetic import tiny_k3_dims, write_k3_checkpoint
+from archprobe.writers.synthetic import tiny_k3_dims, write_k3_checkpoint
 
 
 def run(*args):

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from archprobe.formats.mxfp4 import dequantize_mxfp4_np, quantize_mxfp4
 from archprobe.ops import attn_res_mix, dequantize_fp8_block, dequantize_mxfp4, moe_route, situ_glu
 from archprobe.ops.mla import mla_absorbed, mla_naive
 from archprobe.ops.moe import glu_expert, moe_dense_reference, moe_dispatch, routing_stats
 from archprobe.testing import assert_close
+from archprobe.writers.mxfp4 import dequantize_mxfp4_np, quantize_mxfp4
 
 
 def test_attn_res_mix_matches_the_formula():

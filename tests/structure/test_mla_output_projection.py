@@ -10,8 +10,8 @@ import os
 import pytest
 
 from archprobe.formats.sources import open_source
-from archprobe.formats.writer import write_safetensors
 from archprobe.structure.inspect import build_card
+from archprobe.writers.safetensors import write_safetensors
 
 H, V, NH, NOPE, ROPE, VD, QL, R = 64, 128, 4, 12, 4, 16, 32, 16
 

@@ -14,8 +14,8 @@ import os
 import pytest
 
 from archprobe.formats.sources import open_source
-from archprobe.formats.writer import write_safetensors
 from archprobe.structure.inspect import build_card
+from archprobe.writers.safetensors import write_safetensors
 
 H, V, L, F = 32, 64, 2, 64
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from archprobe.formats.writer import write_safetensors
+from archprobe.writers.safetensors import write_safetensors
 
 H, V, L = 32, 64, 3
 

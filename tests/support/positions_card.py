@@ -7,8 +7,8 @@ import json
 import os
 
 from archprobe.formats.sources import open_source
-from archprobe.formats.writer import write_safetensors
 from archprobe.structure.inspect import build_card
+from archprobe.writers.safetensors import write_safetensors
 
 H, V = 32, 64   # hidden size, vocabulary
 

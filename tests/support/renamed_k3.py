@@ -8,8 +8,8 @@ import math
 import os
 
 from archprobe.formats.dtypes import DTYPE_BITS
-from archprobe.formats.writer import write_safetensors
-from archprobe.synthetic import K3Dims, k3_config, k3_inventory
+from archprobe.writers.safetensors import write_safetensors
+from archprobe.writers.synthetic import K3Dims, k3_config, k3_inventory
 
 WORDS = {
     "language_model": "lm", "model": "trunk", "layers": "stack", "embed_tokens": "tok_table", "norm": "out_ln",

@@ -24,8 +24,8 @@ import pytest
 import torch
 
 from archprobe.ops.quant import dequantize_mxfp4
-from archprobe.synthetic import tiny_k3_dims, write_k3_checkpoint
 from archprobe.testing import assert_close, compare
+from archprobe.writers.synthetic import tiny_k3_dims, write_k3_checkpoint
 
 IDS = [3, 17, 5, 200, 9, 44]
 

@@ -17,9 +17,9 @@ from safetensors.torch import load_file as load_torch
 from safetensors.torch import save_file as save_torch
 
 from archprobe.errors import CheckpointError
-from archprobe.formats.mxfp4 import dequantize_mxfp4_np
-from archprobe.synthetic import tiny_k3_dims, write_k3_checkpoint
 from archprobe.validate import validate
+from archprobe.writers.mxfp4 import dequantize_mxfp4_np
+from archprobe.writers.synthetic import tiny_k3_dims, write_k3_checkpoint
 
 # Families that run and disagree with transformers, each with its reason (strict xfail: a fixed one fails
 # loudly until removed). None today: Nemotron-H's NoPE attention and Mamba-2 layers now match.

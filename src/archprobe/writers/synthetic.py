@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from archprobe.formats.dtypes import DTYPE_BITS
-from archprobe.formats.mxfp4 import quantize_mxfp4
-from archprobe.formats.writer import write_safetensors
+from archprobe.writers.mxfp4 import quantize_mxfp4
+from archprobe.writers.safetensors import write_safetensors
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ def _nbytes(dtype: str, shape: tuple[int, ...]) -> int:
     return math.prod(shape) * DTYPE_BITS[dtype] // 8
 
 
-def _random_bytes(name: str, dtype: str, shape: tuple[int, ...], rng: np.random.Generator) -> bytes:
+def random_tensor_bytes(name: str, dtype: str, shape: tuple[int, ...], rng: np.random.Generator) -> bytes:
     """Plausible random data: norms near 1, matrices ~N(0, 1/fan_in), MXFP4 experts really packed."""
     if name.endswith("weight_scale"):
         return b""  # written together with its weight_packed sibling
@@ -217,7 +217,7 @@ def write_k3_checkpoint(folder: str | os.PathLike, d: K3Dims, *, shards: int = 1
     data: dict[str, bytes] = {}
     if not sparse:
         for name, dtype, shape in inv:
-            blob = _random_bytes(name, dtype, shape, rng)
+            blob = random_tensor_bytes(name, dtype, shape, rng)
             if name.endswith("weight_packed"):
                 packed, scale = blob.split(b"\0SCALE\0")
                 data[name] = packed
