@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from archprobe.cli.options import budget as parse_budget
 from archprobe.memory.devices import DEVICES, DeviceError, device
 from archprobe.memory.engines import engine
 from archprobe.memory.layout import Layout, LayoutError
-from archprobe.memory.sizing import MemoryPlanError, Sizer, parse_budget, sizing_document
+from archprobe.memory.sizing import MemoryPlanError, Sizer, sizing_document
 from archprobe.memory.tradeoffs import tradeoffs
 from archprobe.structure.inspect import inspect_checkpoint
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from archprobe.adapt.releases import SPECS, Target, framework_releases
 from archprobe.adapt.result import not_installed, unknown
 from archprobe.errors import SourceError
-from archprobe.formats.http import GuardedHTTP, _Transient
+from archprobe.formats.http import GuardedHTTP, TransientError
 from archprobe.formats.limits import Deadline
 
 WORKERS = 6
@@ -73,7 +73,7 @@ def add_ecosystem(adoc: dict, config: dict, features: list[dict], moe: bool, eco
                 continue
             try:
                 got = framework_releases(http, base, SPECS[name], target, features, eco.releases, pool, tick)
-            except _Transient as exc:
+            except TransientError as exc:
                 warnings.append(f"offline: the package index {base} cannot be reached ({exc.message}); "
                                 "showing the installed view only")
                 offline = True
@@ -102,7 +102,7 @@ def _add_upstream(adoc, wanted, by_name, terms, api, headers, warnings) -> None:
             repo = SPECS[name].repo
             try:
                 found = search(http, api, repo, terms)
-            except _Transient as exc:
+            except TransientError as exc:
                 warnings.append(f"upstream: the forge {api} cannot be reached ({exc.message}); no pull requests "
                                 "or issues shown")
                 return

@@ -359,11 +359,11 @@ def read_release(http, f: IndexFile, spec: Spec, target: Target, features: list[
 
 def _read(http, f: IndexFile, spec: Spec, target: Target, features: list[dict]) -> tuple[dict, bool]:
     """read_release; a connection failure once the index answered is an error about that wheel, not 'offline'."""
-    from archprobe.formats.http import _Transient
+    from archprobe.formats.http import TransientError
 
     try:
         return read_release(http, f, spec, target, features)
-    except _Transient as exc:
+    except TransientError as exc:
         raise SourceError(f"{f.filename}: {exc.message}") from None
 
 

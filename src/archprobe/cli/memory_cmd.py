@@ -61,14 +61,14 @@ def memory(source: SourceArg = None,
 
     from archprobe.cli import options
     from archprobe.memory.engines import ENGINE_NAMES
-    from archprobe.memory.sizing import parse_budget, sizing_document
+    from archprobe.memory.sizing import sizing_document
     from archprobe.structure.inspect import inspect_checkpoint
 
     if list_gpus:
         return _list_gpus(json_out)
     # every option checked before the checkpoint is read (cli/options.py)
     contexts = options.token_list(sweep, "--sweep") if sweep else [options.tokens(context, "--context")]
-    limit = parse_budget(budget) if budget else None
+    limit = options.budget(budget) if budget else None
     weight_dtype = options.dtype(weight_dtype, "--weight-dtype")
     kv_dtype = options.dtype(kv_dtype, "--kv-dtype")
     engine = options.choice(engine, [*ENGINE_NAMES, "reference"], "--engine")

@@ -58,7 +58,7 @@ def observe(source: Annotated[str | None, typer.Argument(help="Local checkpoint 
     doc = run_observe(source, texts, ids, weights_only=weights_only, weights=not no_weights, card=card,
                       dtype=dtype, progress=progress)
     if html:
-        from archprobe.observe.svg import page
+        from archprobe.report.observe_svg import page
 
         with open(html, "w", encoding="utf-8") as f:
             f.write(page(doc))

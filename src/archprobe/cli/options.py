@@ -52,6 +52,19 @@ def size(text: str, option: str) -> int:
     return n
 
 
+def budget(text: str) -> tuple[int, int]:
+    """'8x141GB' -> (8, 141e9); '80GB' -> (1, 80e9)."""
+    t = str(text).strip()
+    count = 1
+    head, sep, rest = t.lower().partition("x")
+    if sep and head.strip().isdigit():
+        count = int(head)
+        t = rest
+        if not 1 <= count <= 1 << 20:
+            raise OptionError(f"--budget {text!r}: the device count must be 1 to 2^20", hint="e.g. 8x141GB")
+    return count, size(t, "--budget")
+
+
 def finite(value: float | None, option: str, low: float = 0.0, high: float = 1e9) -> float | None:
     """A float option that must be a finite number in [low, high] (nan and inf are not timeouts)."""
     if value is None:

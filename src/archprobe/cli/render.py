@@ -7,6 +7,7 @@ from rich.table import Table
 
 from archprobe.cli.textsafe import SafeConsole, line, styled
 from archprobe.kinds import label
+from archprobe.units import human_bytes
 
 
 def human_count(n: int | float | None) -> str:
@@ -16,15 +17,6 @@ def human_count(n: int | float | None) -> str:
         if abs(n) >= div:
             return f"{n / div:.2f}{unit}"
     return str(int(n))
-
-
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    for unit, div in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= div:
-            return f"{n / div:.2f} {unit}"
-    return f"{n} B"
 
 
 def compress_runs(tokens: list[str]) -> str:

@@ -7,8 +7,9 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from archprobe.cli.render import human_bytes, human_count
+from archprobe.cli.render import human_count
 from archprobe.cli.textsafe import SafeConsole, line
+from archprobe.units import human_bytes
 
 
 def _v(value) -> str:

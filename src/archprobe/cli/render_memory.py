@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from archprobe.cli.render import human_bytes
 from archprobe.cli.textsafe import SafeConsole, line
+from archprobe.units import human_bytes
 
 
 def render_memory(plans: list[dict], plot: str | None) -> None:

@@ -49,9 +49,8 @@ def report(source: SourceArg = None,
     if fmt not in ("html", "md"):
         raise ArchprobeError(f"--format {fmt!r}: html or md")
     context = str(options.tokens(context, "--context"))
-    from archprobe.memory.sizing import parse_budget
 
-    limit = parse_budget(budget) if budget else None
+    limit = options.budget(budget) if budget else None
     budget = f"{limit[1]}B" if limit else None     # 8x141GB: each device's 141GB on the curve
     if engine:
         from archprobe.memory.engines import ENGINE_NAMES

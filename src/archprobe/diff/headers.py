@@ -45,7 +45,7 @@ def open_side(source: str, progress=None) -> Side:
 
 
 def side_of(raw, derived, doc: dict) -> Side:
-    from archprobe.structure.params import _component
+    from archprobe.structure.params import component_of_role
 
     card = derived.card
     roles = card.role_of()
@@ -53,7 +53,7 @@ def side_of(raw, derived, doc: dict) -> Side:
     tensors = {}
     for e in derived.table.all_entries():
         role = roles.get(e.name)
-        tensors[e.name] = {"role": role, "component": _component(role) if role else aside.get(e.name, "other"),
+        tensors[e.name] = {"role": role, "component": component_of_role(role) if role else aside.get(e.name, "other"),
                            "shape": list(e.shape), "dtype": _plain_dtype(e.dtype),
                            "scheme": e.role.scheme, "count": e.count, "params": e.params,
                            "bytes": e.info.nbytes * e.count}

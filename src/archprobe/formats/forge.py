@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from urllib.parse import quote, urlsplit
 
 from archprobe.errors import SourceError
-from archprobe.formats.http import GuardedHTTP, _show
+from archprobe.formats.http import GuardedHTTP, shown_url
 from archprobe.formats.limits import cap
 
 DEFAULT_API = "https://api.github.com"
@@ -72,7 +72,7 @@ def search(http: GuardedHTTP, base: str, repo: str, terms: list[str], clock=time
         if resp.status in (403, 429):
             wait = _rate_limit_wait(resp.headers, clock())
             if wait is None:
-                raise SourceError(f"{_show(url)}: the forge answered HTTP {resp.status} ({_message(resp.body)})",
+                raise SourceError(f"{shown_url(url)}: the forge answered HTTP {resp.status} ({_message(resp.body)})",
                                   hint="set GITHUB_TOKEN to a token with read access")
             waits += 1
             if waits > 3 or wait > cap("FORGE_MAX_WAIT_S") or wait > http.deadline.left():
@@ -84,9 +84,9 @@ def search(http: GuardedHTTP, base: str, repo: str, terms: list[str], clock=time
             result.waited_s += max(0.0, wait)
             continue
         if resp.status == 422:
-            raise SourceError(f"{_show(url)}: the forge refused the search ({_message(resp.body)})")
+            raise SourceError(f"{shown_url(url)}: the forge refused the search ({_message(resp.body)})")
         if resp.status != 200:
-            raise SourceError(f"{_show(url)}: the forge answered HTTP {resp.status}")
+            raise SourceError(f"{shown_url(url)}: the forge answered HTTP {resp.status}")
         result.pages += 1
         for item in _items(resp.body, url):
             if item["number"] not in seen:
@@ -114,9 +114,9 @@ def _settle_merged(http: GuardedHTTP, base: str, repo: str, result: SearchResult
         if resp.status != 200:
             continue
         try:
-            pull = load_fast(resp.body, _show(url), "the forge's pull request", int(cap("MAX_FORGE_BYTES")))
+            pull = load_fast(resp.body, shown_url(url), "the forge's pull request", int(cap("MAX_FORGE_BYTES")))
         except Exception as exc:
-            raise SourceError(getattr(exc, "message", None) or f"{_show(url)}: not JSON") from None
+            raise SourceError(getattr(exc, "message", None) or f"{shown_url(url)}: not JSON") from None
         it["merged"] = pull.get("merged") is True or bool(pull.get("merged_at"))
     for it in result.items:
         it.pop("_merged_unknown", None)
@@ -139,7 +139,7 @@ def _next_link(header: str, origin: tuple) -> str | None:
     for target, rels in LINK.findall(header[:8192]):
         if "next" in rels.split():
             if urlsplit(target)[:2] != origin:   # never carry the token to another host
-                raise SourceError(f"the forge's next page points at another host ({_show(target)}); refused")
+                raise SourceError(f"the forge's next page points at another host ({shown_url(target)}); refused")
             return target
     return None
 
@@ -154,12 +154,12 @@ def _items(body: bytes, url: str) -> list[dict]:
     from archprobe.formats.jsontext import load_fast
 
     try:
-        doc = load_fast(body, _show(url), "the forge's search answer", int(cap("MAX_FORGE_BYTES")))
+        doc = load_fast(body, shown_url(url), "the forge's search answer", int(cap("MAX_FORGE_BYTES")))
     except Exception as exc:
-        raise SourceError(getattr(exc, "message", None) or f"{_show(url)}: not JSON") from None
+        raise SourceError(getattr(exc, "message", None) or f"{shown_url(url)}: not JSON") from None
     items = doc.get("items")
     if not isinstance(items, list):
-        raise SourceError(f"{_show(url)}: the forge's search answer has no 'items' list")
+        raise SourceError(f"{shown_url(url)}: the forge's search answer has no 'items' list")
     out = []
     for it in items:
         row = _item(it)

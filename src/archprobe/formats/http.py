@@ -76,26 +76,26 @@ class GuardedHTTP:
                 return resp
             location = resp.headers.get("location")
             if not location:
-                raise SourceError(f"{_show(url)}: HTTP {resp.status} redirect without a Location")
+                raise SourceError(f"{shown_url(url)}: HTTP {resp.status} redirect without a Location")
             url = urljoin(url, location)
             if not url.lower().startswith(("http://", "https://")):
-                raise SourceError(f"{_show(url)}: redirected to a non-HTTP URL; refused")
+                raise SourceError(f"{shown_url(url)}: redirected to a non-HTTP URL; refused")
             _check_url(url)
             if _origin(url) != origin:   # never hand the token to another host
                 headers.pop("Authorization", None)
                 headers.pop("authorization", None)
-        raise SourceError(f"{_show(url)}: more than {cap('MAX_REDIRECTS')} redirects; refused")
+        raise SourceError(f"{shown_url(url)}: more than {cap('MAX_REDIRECTS')} redirects; refused")
 
     def _one(self, url: str, headers: dict, limit: int, byte_range, sink) -> Response:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise SourceError(f"{_show(url)}: not an http(s) URL")
+            raise SourceError(f"{shown_url(url)}: not an http(s) URL")
         with self._lock:
             self.requests += 1
             if self.requests > self.max_requests:
-                raise SourceError(f"{_show(url)}: over {self.max_requests:,} HTTP requests in one command; "
+                raise SourceError(f"{shown_url(url)}: over {self.max_requests:,} HTTP requests in one command; "
                                   "refused", hint="raise ARCHPROBE_MAX_REQUESTS if the repo is that large")
-        left = min(self.deadline.check(_show(url)), self.request_deadline_s)
+        left = min(self.deadline.check(shown_url(url)), self.request_deadline_s)
         conn = self._connection(parts)
         fired = threading.Event()
         watchdog = threading.Timer(left, _shutdown, (conn, fired))
@@ -131,8 +131,8 @@ class GuardedHTTP:
         except (OSError, http.client.HTTPException, ValueError) as exc:
             if fired.is_set() or time.monotonic() >= end - 0.01:
                 what = "the command's deadline" if self.deadline.left() <= 0 else "the request deadline"
-                raise _Transient(f"{_show(url)}: no complete answer within {left:.3g} s ({what})") from None
-            raise _Transient(f"{_show(url)}: {type(exc).__name__} ({str(exc)[:80]})") from None
+                raise TransientError(f"{shown_url(url)}: no complete answer within {left:.3g} s ({what})") from None
+            raise TransientError(f"{shown_url(url)}: {type(exc).__name__} ({str(exc)[:80]})") from None
         finally:
             watchdog.cancel()
             if not keep:
@@ -147,17 +147,17 @@ class GuardedHTTP:
             if status == 206:
                 got = _content_range(hdrs.get("content-range", ""))
                 if got is None or got[0] != byte_range[0] or got[1] > byte_range[1]:
-                    raise SourceError(f"{_show(url)}: asked for bytes {byte_range[0]}-{byte_range[1]}, the server "
+                    raise SourceError(f"{shown_url(url)}: asked for bytes {byte_range[0]}-{byte_range[1]}, the server "
                                       f"answered {hdrs.get('content-range', 'without a Content-Range')!r}")
             else:   # Range ignored: skip to the first byte wanted, stop after the last
                 first = byte_range[0]
         if want > limit:
-            raise SourceError(f"{_show(url)}: {want:,} bytes asked, over the {limit:,}-byte cap")
+            raise SourceError(f"{shown_url(url)}: {want:,} bytes asked, over the {limit:,}-byte cap")
         length = hdrs.get("content-length")
         if length is not None and length.isdigit() and status == 206 and int(length) > want:
-            raise SourceError(f"{_show(url)}: the server announces {int(length):,} bytes for a {want:,}-byte range")
+            raise SourceError(f"{shown_url(url)}: the server announces {int(length):,} bytes for a {want:,}-byte range")
         if length is not None and length.isdigit() and byte_range is None and int(length) > limit:
-            raise SourceError(f"{_show(url)}: the answer is {int(length):,} bytes, over the {limit:,}-byte cap")
+            raise SourceError(f"{shown_url(url)}: the answer is {int(length):,} bytes, over the {limit:,}-byte cap")
         out = bytearray()
         seen = kept = 0
         partial = byte_range is not None and status == 200
@@ -176,7 +176,7 @@ class GuardedHTTP:
             seen += len(chunk)
             if len(chunk) > want - kept:
                 if not partial:
-                    raise SourceError(f"{_show(url)}: the server sent more than the {want:,} bytes expected; "
+                    raise SourceError(f"{shown_url(url)}: the server sent more than the {want:,} bytes expected; "
                                       "refused")
                 chunk = chunk[: want - kept]
             kept += len(chunk)
@@ -257,7 +257,7 @@ def proxy_for(parts) -> tuple[str, int, dict[str, str]] | None:
     return p.hostname, port, headers
 
 
-class _Transient(SourceError):
+class TransientError(SourceError):
     """A connection-level failure (reset, timeout, refused): the caller may retry within the deadline."""
 
 
@@ -296,7 +296,7 @@ def _check_url(url: str) -> None:
     except ValueError as exc:
         raise SourceError(f"{url[:120]!r}: not a valid URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SourceError(f"{_show(url)}: not an http(s) URL")
+        raise SourceError(f"{shown_url(url)}: not an http(s) URL")
     if any(ord(c) < 33 or ord(c) == 127 for c in url):
         raise SourceError(f"{url[:120]!r}: a URL with spaces or control characters")
 
@@ -316,7 +316,7 @@ def _origin(url: str) -> tuple:
     return p.scheme, p.hostname, p.port
 
 
-def _show(url: str) -> str:
+def shown_url(url: str) -> str:
     """A URL for an error message: no query string (tokens live there sometimes), cut short."""
     p = urlsplit(url)
     text = f"{p.scheme}://{p.netloc}{p.path}"

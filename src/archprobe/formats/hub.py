@@ -33,7 +33,7 @@ from archprobe.formats.checkpoint import (
     parse_index_bytes,
     shard_names_from_index,
 )
-from archprobe.formats.http import GuardedHTTP, _Transient
+from archprobe.formats.http import GuardedHTTP, TransientError
 from archprobe.formats.limits import Deadline, cap
 from archprobe.formats.safetensors import Header, header_length, parse_header
 
@@ -111,7 +111,7 @@ def request(http: GuardedHTTP, url: str, limit: int, where: str, byte_range=None
     for attempt in range(RETRIES + 1):
         try:
             resp = http.get(url, limit, byte_range, sink)
-        except _Transient as exc:
+        except TransientError as exc:
             if attempt == RETRIES or http.deadline.left() <= 0:
                 raise SourceError(f"{where}: cannot read from {_host(url)} ({exc.message})",
                                   hint="check HF_ENDPOINT and the network") from None

@@ -16,7 +16,7 @@ from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
 from archprobe.errors import SourceError
-from archprobe.formats.http import GuardedHTTP, _show
+from archprobe.formats.http import GuardedHTTP, shown_url
 from archprobe.formats.limits import cap
 
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -58,7 +58,7 @@ def project_files(http: GuardedHTTP, base: str, project: str) -> list[IndexFile]
     if resp.status == 404:
         return []
     if resp.status != 200:
-        raise SourceError(f"{_show(url)}: the package index answered HTTP {resp.status}")
+        raise SourceError(f"{shown_url(url)}: the package index answered HTTP {resp.status}")
     kind = resp.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind.endswith("+json") or kind == "application/json":
         return _from_simple_json(resp.body, resp.url, project)
@@ -80,19 +80,19 @@ def _load(body: bytes, where: str, what: str) -> dict:
 
 
 def _from_simple_json(body: bytes, url: str, project: str) -> list[IndexFile]:
-    doc = _load(body, _show(url), f"the index page of {project}")
+    doc = _load(body, shown_url(url), f"the index page of {project}")
     files = doc.get("files")
     if not isinstance(files, list):
-        raise SourceError(f"{_show(url)}: the index page of {project} has no 'files' list (PEP 691)")
+        raise SourceError(f"{shown_url(url)}: the index page of {project} has no 'files' list (PEP 691)")
     _count(files, url)
     return _rows(files, url, "hashes")
 
 
 def _from_json_api(body: bytes, url: str, project: str) -> list[IndexFile]:
-    doc = _load(body, _show(url), f"the JSON API answer for {project}")
+    doc = _load(body, shown_url(url), f"the JSON API answer for {project}")
     releases = doc.get("releases")
     if not isinstance(releases, dict):
-        raise SourceError(f"{_show(url)}: the JSON API answer for {project} has no 'releases'")
+        raise SourceError(f"{shown_url(url)}: the JSON API answer for {project} has no 'releases'")
     out = []
     for files in releases.values():
         if not isinstance(files, list):
@@ -148,7 +148,7 @@ def _from_html(body: bytes, url: str, project: str) -> list[IndexFile]:
     try:
         parser.feed(body.decode("utf-8", "replace"))
     except SourceError as exc:
-        raise SourceError(f"{_show(url)}: {exc.message}") from None
+        raise SourceError(f"{shown_url(url)}: {exc.message}") from None
     out = []
     for href, text, yanked in parser.rows:
         link, _, fragment = href.partition("#")
@@ -162,7 +162,7 @@ def _from_html(body: bytes, url: str, project: str) -> list[IndexFile]:
 
 def _count(files: list, url: str) -> None:
     if len(files) > cap("MAX_PACKAGE_FILES"):
-        raise SourceError(f"{_show(url)}: over {cap('MAX_PACKAGE_FILES'):,} files listed for one project; refused")
+        raise SourceError(f"{shown_url(url)}: over {cap('MAX_PACKAGE_FILES'):,} files listed for one project; refused")
 
 
 def _file(filename, link, page_url: str, sha256, size, yanked: bool) -> IndexFile | None:

@@ -19,7 +19,7 @@ import zlib
 from dataclasses import dataclass
 
 from archprobe.errors import SourceError
-from archprobe.formats.http import GuardedHTTP, _show
+from archprobe.formats.http import GuardedHTTP, shown_url
 from archprobe.formats.limits import cap
 
 EOCD_SIG, EOCD64_SIG, LOCATOR_SIG = b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07"
@@ -42,7 +42,7 @@ class RemoteZip:
     """One remote zip; `bytes_fetched` counts every body byte its reads kept."""
 
     def __init__(self, http: GuardedHTTP, url: str, size: int | None = None, what: str | None = None):
-        self.http, self.url, self.what = http, url, what or _show(url)
+        self.http, self.url, self.what = http, url, what or shown_url(url)
         self.bytes_fetched = 0
         self.size = self._probe_size()   # also proves Range is honoured before a tail read could stream it all
         if isinstance(size, int) and size > 0 and size != self.size:

@@ -247,21 +247,6 @@ def default_layout(card, devices: int) -> lay.Layout:
     return lay.Layout(tp=tp, pp=devices // tp)
 
 
-def parse_budget(text: str) -> tuple[int, int]:
-    """'8x141GB' -> (8, 141e9); '80GB' -> (1, 80e9)."""
-    from archprobe.cli import options
-
-    t = str(text).strip()
-    count = 1
-    head, sep, rest = t.lower().partition("x")
-    if sep and head.strip().isdigit():
-        count = int(head)
-        t = rest
-        if not 1 <= count <= 1 << 20:
-            raise options.OptionError(f"--budget {text!r}: the device count must be 1 to 2^20", hint="e.g. 8x141GB")
-    return count, options.size(t, "--budget")
-
-
 def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=None, kv_dtype=None, gpu=None,
                     devices: int | None = None, budget: tuple[int, int] | None = None, tp=None, ep=None, pp=None,
                     dp=None, dcp=None, pp_layers=None, engine_name=None, engine_opts=None, mtp=False,
@@ -318,7 +303,7 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
     if "usable_device_bytes" in sized:
         heavy = max(sized["per_device"], key=lambda r: r["weights_bytes"])["weights_bytes"]
         if heavy > sized["usable_device_bytes"]:
-            from archprobe.cli.render import human_bytes
+            from archprobe.units import human_bytes
 
             per = (memory or dev.memory_bytes) * (eng.memory_fraction if eng else 1.0)
             n = math.ceil(sum(doc["storage"]["dtypes"].values()) * sizer.weight_scale / per)

@@ -27,7 +27,7 @@ class LoadError(ArchprobeError):
     pass
 
 
-def _get(t):
+def tensor_of(t):
     """A tensor, or a zero-argument loader that produces one (streamed loading reads lazily)."""
     return t() if callable(t) else t
 
@@ -49,9 +49,9 @@ def sanitize(tensors: dict, module: nn.Module | None = None) -> dict[str, torch.
         r = RES_RE.match(name)
         if r:
             part = "proj" if r.group("part") == "proj" else "norm"
-            out[f"{r.group('head')}{r.group('site')}.{part}.weight"] = _get(t)
+            out[f"{r.group('head')}{r.group('site')}.{part}.weight"] = tensor_of(t)
             continue
-        t = _get(t)
+        t = tensor_of(t)
         if name.endswith("A_log") and t.dim() == 4:
             t = t.reshape(-1)
         out[name] = t
@@ -75,13 +75,13 @@ def sanitize(tensors: dict, module: nn.Module | None = None) -> dict[str, torch.
 
 def _stack(parts: list[dict[int, object]], n: int) -> torch.Tensor:
     """[E, sum of rows, cols] from per-expert pieces, filled one expert at a time."""
-    first = [_get(p[0]) for p in parts]
+    first = [tensor_of(p[0]) for p in parts]
     rows = [f.shape[0] for f in first]
     out = torch.empty(n, sum(rows), first[0].shape[1], dtype=first[0].dtype)
     for e in range(n):
         offset = 0
         for k, p in enumerate(parts):
-            t = first[k] if e == 0 else _get(p[e])
+            t = first[k] if e == 0 else tensor_of(p[e])
             out[e, offset: offset + rows[k]] = t
             offset += rows[k]
     return out

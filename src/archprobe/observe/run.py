@@ -22,9 +22,9 @@ def _local(source: str | None) -> tuple[str, dict | None]:
 
         raise SourceError(f"{source}: observe reads a safetensors checkpoint folder (config.json + shards) "
                           "or a hub repo id")
-    from archprobe.validate.pipeline import _fetch
+    from archprobe.validate.pipeline import fetch_source
 
-    return _fetch(source, None, None)
+    return fetch_source(source, None, None)
 
 
 def weights_section(folder: str, progress=None) -> dict:

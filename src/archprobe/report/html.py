@@ -184,7 +184,7 @@ def _observe(o) -> str:
     from a well-formed document."""
     if not o:
         return ""
-    from archprobe.observe.svg import sections
+    from archprobe.report.observe_svg import sections
 
     found = o.get("findings") if isinstance(o.get("findings"), list) else []
     items = "".join(f"<li>{e(f.get('severity'))}: {e(f.get('message'))}</li>" for f in found if isinstance(f, dict))

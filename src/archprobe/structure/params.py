@@ -12,7 +12,7 @@ from archprobe.structure.card import Card
 from archprobe.structure.tensors import TensorTable
 
 
-def _component(role: str) -> str:
+def component_of_role(role: str) -> str:
     parts = role.split("#", 1)[0].split(".")
     if parts[0] == "layers":
         part, param = parts[2], ".".join(parts[3:])
@@ -49,7 +49,7 @@ def count_params(card: Card, table: TensorTable) -> dict:
             continue
         if e.role.metadata:
             meta += e.stored_elements
-        comp = _component(role)
+        comp = component_of_role(role)
         share = 1.0
         if comp == "routed_experts":
             layer = card.layers[int(role.split(".")[1])].ffn

@@ -18,13 +18,13 @@ def scrape(url: str, timeout_s: float = 10.0) -> list[tuple[str, float, dict]]:
     other than the served model name."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    from archprobe.formats.http import GuardedHTTP, _Transient
+    from archprobe.formats.http import GuardedHTTP, TransientError
     from archprobe.formats.limits import Deadline, cap
 
     hint = "the server's /metrics URL, e.g. http://host:8000/metrics"
     try:
         resp = GuardedHTTP(Deadline(min(timeout_s, cap("DEADLINE_S")), "scraping metrics")).get(url, MAX_BYTES)
-    except _Transient as exc:
+    except TransientError as exc:
         raise SourceError(f"cannot scrape metrics: {exc.message}", hint=hint) from None
     except SourceError as exc:
         raise SourceError(f"cannot scrape metrics: {exc.message}", hint=exc.hint or hint) from None
@@ -56,6 +56,6 @@ def scrape(url: str, timeout_s: float = 10.0) -> list[tuple[str, float, dict]]:
 
 
 def _show(url: str) -> str:
-    from archprobe.formats.http import _show as show
+    from archprobe.formats.http import shown_url as show
 
     return show(url)

@@ -39,7 +39,9 @@ def _parse_layers(spec: str | None, n: int) -> int:
     return hi + 1
 
 
-def _fetch(source: str, layers: str | None, fetch_progress):
+def fetch_source(source: str, layers: str | None, fetch_progress):
+    """A hub repo id downloaded into the cache (only the shards of the layers that run); anything else that
+    is not a local checkpoint is a one-line SourceError."""
     from archprobe.formats.sources import HUB_ID
 
     if not (HUB_ID.match(source) and not source.startswith((".", "/", "~")) and not os.path.exists(source)):
@@ -114,7 +116,7 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
         raise ArchprobeError("--generate decodes through every layer", hint="drop --layers")
     fetched = None
     if not os.path.isdir(source) and not (source.endswith(".gguf") and os.path.isfile(source)):
-        source, fetched = _fetch(source, layers, fetch_progress)
+        source, fetched = fetch_source(source, layers, fetch_progress)
     loaded = load(source, card)
     with loaded.reader.session() as get:   # norms nobody said w or (1 + w) for: the whole model's gains decide
         assumptions = check_norm_gains(loaded.card, get)

@@ -37,7 +37,7 @@ def _stats(h: torch.Tensor, seconds: float, index: int, kind: str) -> dict:
 def part_state(part: Part, get, dtype: torch.dtype, keep_packed: bool, tie_from: str | None = None) -> dict:
     """A Part's module state (loaders resolved lazily by `nn.loading.sanitize`): dequantized, derived
     tensors computed from their (cached) sources, per-expert tensors stacked."""
-    from archprobe.nn.loading import LoadError, _get, sanitize
+    from archprobe.nn.loading import LoadError, sanitize, tensor_of
     from archprobe.validate.quant import lazy_dequantize
 
     loaders = lazy_dequantize(part.names, get, dtype, keep_packed_experts=keep_packed)
@@ -46,7 +46,7 @@ def part_state(part: Part, get, dtype: torch.dtype, keep_packed: bool, tie_from:
 
     def source(name: str) -> torch.Tensor:
         if name not in cache:
-            cache[name] = _get(sources[name])
+            cache[name] = tensor_of(sources[name])
         return cache[name]
 
     def derive(d):
