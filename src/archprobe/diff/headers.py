@@ -14,6 +14,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from archprobe.formats.dtypes import FLOATS, INTEGERS
+
 SCHEMA = "archprobe.diff/1"
 LIMIT = 200                      # entries kept per list; the rest are counted in `left_out`
 CARD_SKIP = ("origins", "warnings", "set_aside")   # provenance, notes and tensor names (compared as tensors)
@@ -21,7 +23,7 @@ EVIDENCE = "evidence"            # per-field evidence quotes tensor names and dt
 _LAYER = re.compile(r"(?:^|\.)(\d+)\.")
 SHORT_LIST = 16                  # longer lists (layer_types, per-layer widths) are compared element by element
 LONG_TEXT = 400                  # longer values are shown cut
-PLAIN = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8"}
+PLAIN = FLOATS | INTEGERS
 MISSING = object()               # a field one side does not have (distinct from a stored null)
 
 

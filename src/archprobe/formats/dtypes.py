@@ -1,5 +1,5 @@
 """The safetensors dtypes: bits per stored element, which are FP8, and the torch dtype each loads as.
-The one owner of these tables (formats/quant.py and validate/lazy_io.py read them; no torch import here).
+The one owner of these tables (formats/quant.py, diff/, memory/ and validate/lazy_io.py read them; no torch here).
 
 New dtypes appear every year (F8_E8M0, F4...): an unknown one is reported and counted, not a crash.
 """
@@ -9,6 +9,11 @@ DTYPE_BITS: dict[str, int] = {
     "F8_E5M2FNUZ": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
     "I64": 64, "U64": 64, "F64": 64, "C64": 64, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
 }
+
+FLOATS: frozenset[str] = frozenset({"F64", "F32", "F16", "BF16"})      # plain floating point: stored as is
+INTEGERS: frozenset[str] = frozenset({"I64", "I32", "I16", "I8"})
+SCALE_ONLY: frozenset[str] = frozenset({"F8_E8M0", "E8M0", "UE8"})   # exponent-only: block scales, never weights
+GGUF_PREFIX = "GGUF_"   # a GGUF tensor's ggml type as the readers spell its dtype (GGUF_Q4_K, GGUF_F16)
 
 FP8: frozenset[str] = frozenset({"F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ"})   # dequantized on load
 

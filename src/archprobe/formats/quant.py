@@ -12,11 +12,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from archprobe.formats.dtypes import FP8
+from archprobe.formats.dtypes import FLOATS, FP8, GGUF_PREFIX, SCALE_ONLY
 from archprobe.formats.safetensors import TensorInfo
 
-PLAIN_DTYPES = {"F32", "F16", "BF16", "F64", "GGUF_F32", "GGUF_F16", "GGUF_BF16", "GGUF_F64"}
-SCALE_ONLY_DTYPES = {"F8_E8M0", "E8M0", "UE8"}
+PLAIN_DTYPES = FLOATS | {GGUF_PREFIX + f for f in FLOATS}
 FP8_DTYPES = FP8   # formats/dtypes.py
 CT_META_SUFFIXES = ("weight_scale", "weight_zero_point", "weight_global_scale", "input_global_scale",
                     "weight_shape", "weight_g_idx", "input_scale", "output_scale", "k_scale", "v_scale")
@@ -160,7 +159,7 @@ def classify(tensors: list[TensorInfo], qconfig: dict | None = None) -> dict[str
             roles[name] = QuantRole("mlx", t.numel * (32 // bits), bits=bits, group_size=cfg_group)
             meta(f"{base}.scales", "mlx")
             meta(f"{base}.biases", "mlx")
-        elif t.dtype in SCALE_ONLY_DTYPES:   # exponent-only formats hold block scales, never weights
+        elif t.dtype in SCALE_ONLY:   # exponent-only formats hold block scales, never weights
             roles[name] = QuantRole(None, 0, metadata=True)
         else:
             roles[name] = QuantRole(None, t.numel)

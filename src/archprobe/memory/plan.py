@@ -14,12 +14,13 @@ from __future__ import annotations
 import math
 
 from archprobe.errors import ArchprobeError
+from archprobe.formats.dtypes import TORCH_NAMES
 from archprobe.memory.formulas import dtype_bytes, kv_cache, linear_state, mamba2_state, mla_cache
 
 SCHEMA = "archprobe.memory/1"
 KV_KINDS = ("gqa", "mha", "mqa")
 ENGINES = (None, "vllm", "llamacpp", "reference")
-FLOAT_DTYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
+FLOAT_DTYPES = {d: TORCH_NAMES[d] for d in ("F32", "BF16", "F16")}   # the float a model computes in
 
 
 class MemoryPlanError(ArchprobeError):
