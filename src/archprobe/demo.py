@@ -40,8 +40,3 @@ def demo_checkpoint(folder: str | os.PathLike | None = None) -> Path:
             shutil.rmtree(tmp, ignore_errors=True)
     return path
 
-
-def source_or_demo(source: str | None) -> str:
-    """The one place that decides "no source means the demo": `source` itself, or the demo's folder
-    (written once into the cache) when none was given."""
-    return str(demo_checkpoint()) if source is None else source

@@ -14,6 +14,7 @@ import torch
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.needs_transformers
 
+from archprobe.structure.card import load_card  # noqa: E402
 from archprobe.validate import validate  # noqa: E402
 from archprobe.validate.load import load  # noqa: E402
 
@@ -64,6 +65,6 @@ def test_llama4_reproduces_transformers(llama4_dir, tmp_path):
     # each switch matters on this prompt: without it the card disagrees with transformers
     for off in ({"layers__1__mixer__query_scale": None}, {"layers__0__mixer__chunk_size": None},
                 {"layers__0__mixer__qk_norm": None}, {"layers__0__ffn__router__weight_on": "output"}):
-        doc = validate(str(llama4_dir), prompt_ids=IDS, reference="transformers", card=_card(llama4_dir, tmp_path,
-                                                                                             **off))
+        card = load_card(_card(llama4_dir, tmp_path, **off))
+        doc = validate(str(llama4_dir), prompt_ids=IDS, reference="transformers", card=card)
         assert doc["status"] == "fail", off

@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.needs_transformers
 
+from archprobe.structure.card import load_card  # noqa: E402
 from archprobe.validate import validate  # noqa: E402
 from tests.support.zoo import PROMPT_IDS  # noqa: E402
 
@@ -46,7 +47,7 @@ def test_a_multiplier_archprobe_does_not_run_is_refused(zoo, tmp_path, name, con
     folder = _copy_with(zoo, tmp_path, name, **config)
     # the router's renormalisation comes from a family row on another branch; set here so the layer gets as far
     card = _user_card(folder, tmp_path / "card.json", **{"layers.{i}.ffn.router.renormalize": True})
-    doc = validate(folder, prompt_ids=list(PROMPT_IDS), reference="none", card=card)
+    doc = validate(folder, prompt_ids=list(PROMPT_IDS), reference="none", card=load_card(card))
     assert doc["status"] == "unsupported" and words in doc["reasons"][0], doc["reasons"]
 
 

@@ -17,6 +17,7 @@ from tests.support import zoo as zoo_mod  # noqa: E402
 
 pytestmark = pytest.mark.needs_transformers
 
+from archprobe.structure.card import load_card  # noqa: E402
 from archprobe.validate import validate  # noqa: E402
 from archprobe.validate.build import NeedsField  # noqa: E402
 from archprobe.validate.load import load  # noqa: E402
@@ -71,7 +72,7 @@ def test_twin_with_the_offset_set_by_the_user_matches_its_original(zoo_root, tmp
     path = tmp_path / "card.json"
     path.write_text(card.to_json())
     out = tmp_path / "logits.safetensors"
-    doc = validate(str(twin), prompt_ids=list(zoo_mod.PROMPT_IDS), card=str(path), save_logits=str(out))
+    doc = validate(str(twin), prompt_ids=list(zoo_mod.PROMPT_IDS), card=load_card(str(path)), save_logits=str(out))
     assert doc["status"] == "ran" and "assumptions" not in doc
     want = zoo_mod.load_reference_logits(zoo_mod.build("qwen3_next", zoo_root))
     assert _rel(load_file(str(out))["logits"][0], want) <= 1e-4

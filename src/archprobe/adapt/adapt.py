@@ -4,28 +4,26 @@ from __future__ import annotations
 
 from archprobe.adapt import engines, generic, hf, llamacpp
 from archprobe.adapt.result import unknown
-from archprobe.formats.checkpoint import RawCheckpoint
-from archprobe.formats.sources import open_source
-from archprobe.structure.inspect import analyse
+from archprobe.structure.checkpoint import Checkpoint, as_checkpoint
+from archprobe.structure.inspect import document
 
 SCHEMA = "archprobe.adapt/1"
 FRAMEWORKS = ("transformers", "vllm", "sglang", "llama.cpp", "archprobe", "mlx-lm", "tensorrt-llm")
 
 
-def adapt(source: str | None = None, progress=None, only: list[str] | None = None, card=None,
+def adapt(source: str | Checkpoint | None = None, progress=None, only: list[str] | None = None, card=None,
           ecosystem=None, release_progress=None) -> dict:
     """The adaptation document; `card` (a user's architecture card) overrides the derived one.
     `ecosystem` (adapt.ecosystem.Ecosystem) adds released versions and upstream work; None: installed only."""
-    from archprobe.demo import source_or_demo
-
-    source = source_or_demo(source)
-    raw = open_source(source, progress)
-    return adapt_checkpoint(raw, analyse(raw, card), only, ecosystem, source, release_progress)
+    ck = as_checkpoint(source, card, progress)
+    return adapt_checkpoint(ck, document(ck.raw, ck.derived), only, ecosystem, release_progress)
 
 
-def adapt_checkpoint(raw: RawCheckpoint, doc: dict, only: list[str] | None = None, ecosystem=None,
-                     source: str | None = None, release_progress=None) -> dict:
-    """From headers already read and their `inspect` document (the report reads them once for both)."""
+def adapt_checkpoint(ck: Checkpoint, doc: dict, only: list[str] | None = None, ecosystem=None,
+                     release_progress=None) -> dict:
+    """From a checkpoint already opened and its `inspect` document (the report reads them once for both);
+    archprobe's own probe builds the same card, the user's fields included."""
+    raw, source = ck.raw, ck.source
     config = raw.config or {}
     features = doc["features"]
     present = {t.name for h in raw.headers for t in h.tensors}
@@ -43,7 +41,7 @@ def adapt_checkpoint(raw: RawCheckpoint, doc: dict, only: list[str] | None = Non
             results.append(llamacpp.probe(config, features, present, doc["architecture"]["num_layers"] or 1,
                                           gguf_arch, moe))
         elif name == "archprobe":
-            results.append(generic.probe(config, features, present, shapes, raw) if raw.kind != "gguf" else
+            results.append(generic.probe(config, features, present, shapes, raw, ck.card) if raw.kind != "gguf" else
                            unknown(generic.NAME, None, "validate reads safetensors folders, not GGUF"))
     for r in results:
         r["source"] = "installed"

@@ -16,9 +16,8 @@ NAME = "archprobe"
 QUANT_LEAF = re.compile(r"\.weight_(packed|scale|scale_inv|shape|zero_point)$")
 
 
-def probe(config: dict, features: list[dict], present: set[str], shapes: dict[str, tuple], raw=None,
-          card=None) -> dict:
-    """`raw` (the opened checkpoint) and optionally its `card` (derived once by the caller)."""
+def probe(config: dict, features: list[dict], present: set[str], shapes: dict[str, tuple], raw, card) -> dict:
+    """`raw` (the opened checkpoint) and its `card` (derived once by the caller, the user's fields applied)."""
     try:
         import torch  # noqa: F401  (archprobe.nn needs it)
 
@@ -26,12 +25,6 @@ def probe(config: dict, features: list[dict], present: set[str], shapes: dict[st
         from archprobe.validate.load import TensorReader
     except ImportError:
         return not_installed(NAME + " validate", "pip install 'archprobe[torch]'")
-    if raw is None:
-        return unknown(NAME, None, "no checkpoint to build")
-    if card is None:
-        from archprobe.structure.inspect import build_card
-
-        card = build_card(raw).card
     reader = TensorReader(raw.location, raw.headers)
     try:
         bp = blueprint(card, reader.all_shapes(card.tensors.values()))

@@ -24,17 +24,12 @@ def card(source: SourceArg = None,
 
     from archprobe.cli import options
     from archprobe.errors import ArchprobeError
-    from archprobe.formats.sources import open_source
-    from archprobe.structure.inspect import build_card
+    from archprobe.structure.checkpoint import open_checkpoint
 
     out = options.writable_file(out, "--out") if out else None
     user = load_card_opt(card_in)
-    from archprobe.demo import source_or_demo
-
-    source = source_or_demo(source)
     with shard_progress(not no_progress and not json_out) as progress:
-        derived = build_card(open_source(source, progress), user)
-    c = derived.card
+        c = open_checkpoint(source, user, progress).card
     text = c.to_json() if (out and str(out).endswith(".json")) or (json_out and not out) else c.to_yaml()
     if out:
         path = Path(out)

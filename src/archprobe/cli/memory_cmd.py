@@ -62,7 +62,8 @@ def memory(source: SourceArg = None,
     from archprobe.cli import options
     from archprobe.memory.engines import ENGINE_NAMES
     from archprobe.memory.sizing import sizing_document
-    from archprobe.structure.inspect import inspect_checkpoint
+    from archprobe.structure.checkpoint import open_checkpoint
+    from archprobe.structure.inspect import document
 
     if list_gpus:
         return _list_gpus(json_out)
@@ -83,7 +84,8 @@ def memory(source: SourceArg = None,
     plot = options.writable_file(plot, "--plot")
     user_card = load_card_opt(card)
     with shard_progress(not no_progress and not json_out) as progress:
-        doc = inspect_checkpoint(source, progress=progress, card=user_card)
+        ck = open_checkpoint(source, user_card, progress)
+    doc = document(ck.raw, ck.derived)
     engine_opts = {k: v for k, v in dict(gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
                                          max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                                          mem_fraction_static=mem_fraction_static).items() if v is not None}

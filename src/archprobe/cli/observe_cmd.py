@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, NoProgressOpt, print_json
+from archprobe.cli._common import CardOpt, JsonOpt, NoProgressOpt, load_card_opt, print_json
 
 
 def observe(source: Annotated[str | None, typer.Argument(help="Local checkpoint folder or hub repo id; none: the "
@@ -20,8 +20,7 @@ def observe(source: Annotated[str | None, typer.Argument(help="Local checkpoint 
                                                                               "(no forward).")] = False,
             no_weights: Annotated[bool, typer.Option("--no-weights", help="Only the forward (no weights "
                                                                           "scan).")] = False,
-            card: Annotated[str | None, typer.Option(help="A card file whose fields override the derived card.")]
-            = None,
+            card: CardOpt = None,
             dtype: Annotated[str, typer.Option(help="float32 | bfloat16")] = "float32",
             html: Annotated[str | None, typer.Option(help="Write an HTML page with the plots here.")] = None,
             json_out: JsonOpt = False, no_progress: NoProgressOpt = False) -> None:
@@ -40,6 +39,7 @@ def observe(source: Annotated[str | None, typer.Argument(help="Local checkpoint 
         raise ArchprobeError("--weights-only and --no-weights leave nothing to do")
     ids = options.token_ids(prompt_ids) if prompt_ids else None
     html = options.writable_file(html, "--html")
+    user_card = load_card_opt(card)
     texts = None
     if prompt_file:
         from archprobe.observe.sample import read_prompt_file
@@ -55,7 +55,7 @@ def observe(source: Annotated[str | None, typer.Argument(help="Local checkpoint 
         def progress(it):
             return track(it, description="observing", console=Console(stderr=True), transient=True)
 
-    doc = run_observe(source, texts, ids, weights_only=weights_only, weights=not no_weights, card=card,
+    doc = run_observe(source, texts, ids, weights_only=weights_only, weights=not no_weights, card=user_card,
                       dtype=dtype, progress=progress)
     if html:
         from archprobe.report.observe_svg import page

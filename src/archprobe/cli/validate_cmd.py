@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, print_json
+from archprobe.cli._common import CardOpt, JsonOpt, load_card_opt, print_json
 
 
 def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder (config.json + safetensors), or a "
@@ -24,8 +24,7 @@ def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder
                                                             "block input (no false routing flips).")] = False,
              offload_dir: Annotated[str | None, typer.Option(help="Keep each layer's output on disk here "
                                                                   "(long prompts).")] = None,
-             card: Annotated[str | None, typer.Option(help="A card file (archprobe card SOURCE -o card.yaml) "
-                                                           "whose fields override the derived card.")] = None,
+             card: CardOpt = None,
              generate: Annotated[int, typer.Option(help="Also decode N tokens greedily (ours with the caches, "
                                                         "and the reference's).")] = 0,
              json_out: JsonOpt = False) -> None:
@@ -48,6 +47,7 @@ def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder
     # outputs checked before the (long) run, not after it
     save_logits = options.writable_file(save_logits, "--save-logits")
     offload_dir = options.writable_folder(offload_dir, "--offload-dir")
+    user_card = load_card_opt(card)
     from archprobe.validate import validate as run_validate  # torch: a missing extra is one line (cli/errors.py)
 
     progress = None
@@ -58,7 +58,7 @@ def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder
             return track(it, description="layers", console=_stderr(), transient=True)
 
     doc = run_validate(source, ids, reference, dtype, layers, save_logits, progress=progress, prompt=prompt,
-                       pin_routing=pin_routing, offload_dir=offload_dir, card=card, generate=generate)
+                       pin_routing=pin_routing, offload_dir=offload_dir, card=user_card, generate=generate)
     if json_out:
         print_json(doc)
     else:

@@ -38,12 +38,11 @@ class Side:
 
 def open_side(source: str, progress=None) -> Side:
     """Open `source` once (as report/collect does) and keep what the comparison needs."""
-    from archprobe.formats.sources import open_source
-    from archprobe.structure.inspect import analyse, build_card
+    from archprobe.structure.checkpoint import open_checkpoint
+    from archprobe.structure.inspect import document
 
-    raw = open_source(source, progress)
-    derived = build_card(raw)
-    return side_of(raw, derived, analyse(raw, derived=derived))
+    ck = open_checkpoint(source, progress=progress)
+    return side_of(ck.raw, ck.derived, document(ck.raw, ck.derived))
 
 
 def side_of(raw, derived, doc: dict) -> Side:

@@ -10,12 +10,9 @@ from archprobe.errors import ArchprobeError
 SCHEMA = "archprobe.observe/1"
 
 
-def _local(source: str | None) -> tuple[str, dict | None]:
-    if source is None:
-        from archprobe.demo import demo_checkpoint
-
-        return str(demo_checkpoint()), None
-    if os.path.isdir(source):
+def _local(source: str | None) -> tuple[str | None, dict | None]:
+    """A local folder (None: the demo, opened as every command opens it), or a hub repo's fetched one."""
+    if source is None or os.path.isdir(source):
         return source, None
     if os.path.exists(source):
         from archprobe.errors import SourceError
@@ -27,42 +24,47 @@ def _local(source: str | None) -> tuple[str, dict | None]:
     return fetch_source(source, None, None)
 
 
-def weights_section(folder: str, progress=None) -> dict:
+def weights_section(source, progress=None) -> dict:
+    """The weights scan of an opened checkpoint (structure/checkpoint.py) or of a local folder."""
     from archprobe.errors import SourceError
-    from archprobe.formats.sources import open_source
     from archprobe.observe.weights import scan
+    from archprobe.structure.checkpoint import as_checkpoint
     from archprobe.validate.load import TensorReader
 
-    raw = open_source(folder)
+    ck = as_checkpoint(source)
+    raw = ck.raw
     if raw.kind != "local" or raw.gguf_metadata is not None:
-        raise SourceError(f"{folder}: observe reads safetensors checkpoints (this is {raw.kind})")
+        raise SourceError(f"{ck.source}: observe reads safetensors checkpoints (this is {raw.kind})")
     base = raw.location if os.path.isdir(raw.location) else os.path.dirname(raw.location)
     return scan(TensorReader(base, raw.headers), raw.config, progress)
 
 
 def observe(source: str | None = None, texts: list[str] | None = None, prompt_ids: list[int] | None = None, *,
-            weights_only: bool = False, weights: bool = True, card: str | None = None, dtype: str = "float32",
+            weights_only: bool = False, weights: bool = True, card=None, dtype: str = "float32",
             progress=None) -> dict:
     """The archprobe.observe/1 document. `source` None: the embedded demo. `texts` default to the built-in
-    sample; `prompt_ids` replace them. `weights=False` skips the weights scan (forward only)."""
+    sample; `prompt_ids` replace them. `weights=False` skips the weights scan (forward only). `card`: a user
+    Card laid over the derived one; the checkpoint is opened and its card derived once for both parts."""
     from archprobe.observe.findings import findings
+    from archprobe.structure.checkpoint import open_checkpoint
 
     folder, fetched = _local(source)
-    doc: dict = {"schema": SCHEMA, "source": folder, "tokens": 0, "weights": None, "routing": [], "depth": [],
+    ck = open_checkpoint(folder, card)
+    doc: dict = {"schema": SCHEMA, "source": ck.source, "tokens": 0, "weights": None, "routing": [], "depth": [],
                  "attnres": [], "horizons": [], "mla": [], "residual_weights": [], "warnings": []}
     if fetched:
         doc["fetched"] = fetched
     if weights or weights_only:
-        doc["weights"] = weights_section(folder, progress)
+        doc["weights"] = weights_section(ck, progress)
     if not weights_only:
-        _forward(doc, folder, texts, prompt_ids, card, dtype, progress)
+        _forward(doc, ck, texts, prompt_ids, dtype, progress)
     doc["findings"] = findings(doc)
     doc["warnings"] = [f["message"] for f in doc["findings"] if f["severity"] == "warning"]
     doc["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return doc
 
 
-def _forward(doc: dict, folder: str, texts, prompt_ids, card, dtype: str, progress) -> None:
+def _forward(doc: dict, ck, texts, prompt_ids, dtype: str, progress) -> None:
     import torch
 
     from archprobe.observe.recorder import Recorder
@@ -75,7 +77,7 @@ def _forward(doc: dict, folder: str, texts, prompt_ids, card, dtype: str, progre
 
     if dtype not in DTYPES:
         raise ArchprobeError(f"--dtype {dtype!r}: use float32 or bfloat16")
-    loaded = load(folder, card)
+    loaded = load(ck)
     with loaded.reader.session() as get:
         check_norm_gains(loaded.card, get)
     n = len(loaded.card.layers)
@@ -88,7 +90,7 @@ def _forward(doc: dict, folder: str, texts, prompt_ids, card, dtype: str, progre
     if prompt_ids:
         ids, starts, how = list(prompt_ids), [0], "--prompt-ids"
     else:
-        ids, starts, how = encode_texts(folder, texts or list(SAMPLE), vocab)
+        ids, starts, how = encode_texts(loaded.folder, texts or list(SAMPLE), vocab)
     if not ids or max(ids) >= vocab:
         raise ArchprobeError(f"token ids must lie in [0, {vocab})")
     limit = bp.config.learned_positions and bp.config.learned_positions - (bp.config.position_offset or 0)

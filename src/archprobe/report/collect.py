@@ -19,18 +19,16 @@ def sweep_contexts(max_context: int | None, target: int) -> list[int]:
 def collect(source: str | None, context: str = "32k", batch: int = 1, budget: str | None = None,
             run_validate: bool = False, validate_json: str | None = None, progress=None, card=None,
             ecosystem=None, observe_json: str | None = None) -> dict:
-    from archprobe.formats.sources import open_source
     from archprobe.memory.plan import largest_fitting_context, parse_bytes, parse_tokens, plan_memory
-    from archprobe.structure.inspect import analyse
+    from archprobe.structure.checkpoint import open_checkpoint
+    from archprobe.structure.inspect import document
 
     # read before the long work: a bad document fails in a second, not after the whole report
     validation = _read_validate_json(validate_json) if validate_json else None
     observation = _read_json(observe_json, "archprobe.observe/1", "the observe document") if observe_json else None
-    from archprobe.demo import source_or_demo
-
-    source = source_or_demo(source)
-    raw = open_source(source, progress)   # headers read once, for the structure and the adaptation
-    doc = analyse(raw, card)     # the card is built once; memory, adapt and the page read it
+    # opened and derived once (the user's card applied): the page, memory, adapt and validate read it
+    ck = open_checkpoint(source, card, progress)
+    doc = document(ck.raw, ck.derived)
     target = parse_tokens(context)
     limit = parse_bytes(budget) if budget else None
     plan = plan_memory(doc, target, batch=batch)
@@ -40,14 +38,14 @@ def collect(source: str | None, context: str = "32k", batch: int = 1, budget: st
     try:
         from archprobe.adapt.adapt import adapt_checkpoint
 
-        adaptation = adapt_checkpoint(raw, doc, ecosystem=ecosystem, source=source)   # ecosystem: released versions
+        adaptation = adapt_checkpoint(ck, doc, ecosystem=ecosystem)   # ecosystem: released versions
     except ArchprobeError as exc:
         adaptation = {"error": exc.message}
     if validation is None and run_validate:
         from archprobe.validate import validate
 
-        validation = validate(source)
-    return {"schema": SCHEMA, "source": source, "inspect": doc, "memory": plan, "sweep": sweep,
+        validation = validate(ck)
+    return {"schema": SCHEMA, "source": ck.source, "inspect": doc, "memory": plan, "sweep": sweep,
             "budget_bytes": limit, "largest_fitting_context": fits, "adapt": adaptation, "validate": validation,
             "observe": observation}
 

@@ -2,7 +2,7 @@
 
 Reads only headers (local files, GGUF, or hub Range requests). Nothing from the checkpoint is
 executed: `auto_map` is noted and ignored. Every field of the document is a view of the card (built
-once, by `derive`), so inspect, memory, adapt and report cannot disagree about the model.
+once, by structure/checkpoint.py), so inspect, memory, adapt and report cannot disagree about the model.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import re
 from collections import Counter
 
 from archprobe.formats.checkpoint import Progress, RawCheckpoint
-from archprobe.formats.sources import open_source
 from archprobe.structure.card import Card
-from archprobe.structure.derive import Derived, derive
+from archprobe.structure.checkpoint import Checkpoint, as_checkpoint, build_card
+from archprobe.structure.derive import Derived
 from archprobe.structure.features import features
 from archprobe.structure.params import count_params
 
@@ -22,16 +22,6 @@ SCHEMA = "archprobe.inspect/1"
 
 def _family(name: str) -> str:
     return re.sub(r"\.\d+\.", ".{N}.", name)
-
-
-def build_card(raw: RawCheckpoint, card: Card | None = None) -> Derived:
-    """The derived card for `raw`; a user `card` (from `--card`) is checked against the shapes and applied."""
-    d = derive(raw)
-    if card is not None:
-        from archprobe.structure.user_card import apply_user_card
-
-        d.card = apply_user_card(d.card, card, d)
-    return d
 
 
 def analyse(raw: RawCheckpoint, card: Card | None = None, derived: Derived | None = None) -> dict:
@@ -143,12 +133,12 @@ def _bits(dtype: str):
     return DTYPE_BITS.get(dtype)
 
 
-def inspect_checkpoint(source: str | None = None, progress: Progress | None = None, card: Card | None = None) -> dict:
-    """Inspect `source` (folder, .safetensors/.gguf file, or hub `org/name[@rev]`); None: the demo.
+def inspect_checkpoint(source: str | Checkpoint | None = None, progress: Progress | None = None,
+                       card: Card | None = None) -> dict:
+    """Inspect `source` (folder, .safetensors/.gguf file, hub `org/name[@rev]`, or an opened `Checkpoint`);
+    None: the demo.
 
     `card`: a user card (`archprobe card` output, edited) that overrides what the derivation guessed.
     """
-    from archprobe.demo import source_or_demo
-
-    source = source_or_demo(source)
-    return analyse(open_source(source, progress), card)
+    ck = as_checkpoint(source, card, progress)
+    return document(ck.raw, ck.derived)

@@ -1,11 +1,10 @@
 """validate's load step: the checkpoint as inspect reads it, its card, and the tensor reader.
 
-The folder is opened by the formats layer (`open_source`: the same shard list, index rules, caps and
-header checks inspect uses; config.json parsed with its size cap), the card is derived once from that
-(or read from `--card`), and `TensorReader` fetches tensor data by checkpoint name from the shards
-those headers came from. The safetensors library only memory-maps the data of a tensor when asked;
-headers are never listed or parsed a second time here.
-"""
+The folder is opened once, as inspect opens it (structure/checkpoint.py: the same shard list, index
+rules, caps and header checks; the card derived once, the user's `--card` laid over it), and
+`TensorReader` fetches tensor data by checkpoint name from the shards those headers came from. The
+safetensors library only memory-maps the data of a tensor when asked; headers are never listed or
+parsed a second time here."""
 
 from __future__ import annotations
 
@@ -119,15 +118,6 @@ class Loaded:
     gguf_file: str | None = None   # a GGUF source: its (first) file's name in `folder` (validate/gguf_reader.py)
 
 
-def derive_card(raw, card_path: str | None = None):
-    """The card of a RawCheckpoint, from structure/ (the one owner of what a model is); with `card_path`,
-    the user's card laid over it (fields that differ become the user's; checked against the shapes)."""
-    from archprobe.structure.card import load_card
-    from archprobe.structure.inspect import build_card
-
-    return build_card(raw, load_card(card_path) if card_path else None).card
-
-
 def gguf_norms_applied_as_stored(card, meta: dict):
     """ggml multiplies by a norm's stored gain in every architecture (llama.cpp's converter writes
     1 + w for Gemma-style norms), so a GGUF card's unknown norm offsets are False, not unknown; and its
@@ -145,22 +135,27 @@ def gguf_norms_applied_as_stored(card, meta: dict):
     return card
 
 
-def load(folder: str, card_path: str | None = None) -> Loaded:
-    """Open a local checkpoint folder through the formats layer and derive (or read) its card."""
-    from archprobe.formats.sources import open_source
+def load(source, card=None) -> Loaded:
+    """The tensor reader and card of a local checkpoint: `source` an opened `Checkpoint`
+    (structure/checkpoint.py; its card, derived once, is the one validated) or a local path, opened here with
+    the user's `card` (a Card) laid over the derived one."""
+    import copy
 
-    raw = open_source(folder)
+    from archprobe.structure.checkpoint import as_checkpoint
+
+    ck = as_checkpoint(source, card)
+    raw = ck.raw
     if raw.kind == "gguf" and os.path.exists(raw.location):
         from archprobe.validate.gguf_reader import GGUFTensorReader
 
         base = raw.location if os.path.isdir(raw.location) else os.path.dirname(raw.location)
-        card = gguf_norms_applied_as_stored(derive_card(raw, card_path), (raw.gguf_metadata or {}))
+        # a copy: the caller's card (shown by inspect and the report) keeps its unknowns
+        card = gguf_norms_applied_as_stored(copy.deepcopy(ck.card), (raw.gguf_metadata or {}))
         reader = GGUFTensorReader(base, raw.headers, raw.gguf_metadata or {}, raw.config or {})
         return Loaded(base, raw.config or {}, card, reader, list(raw.warnings), raw.headers[0].file)
     if raw.kind != "local" or raw.gguf_metadata is not None:
-        raise SourceError(f"{folder}: validate runs safetensors and GGUF checkpoints (this is {raw.kind})")
+        raise SourceError(f"{ck.source}: validate runs safetensors and GGUF checkpoints (this is {raw.kind})")
     if not raw.config:
-        raise SourceError(f"{folder}: no config.json")
+        raise SourceError(f"{ck.source}: no config.json")
     base = raw.location if os.path.isdir(raw.location) else os.path.dirname(raw.location)
-    card = derive_card(raw, card_path)
-    return Loaded(base, raw.config, card, TensorReader(base, raw.headers), list(raw.warnings))
+    return Loaded(base, raw.config, ck.card, TensorReader(base, raw.headers), list(raw.warnings))

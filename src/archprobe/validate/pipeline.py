@@ -92,14 +92,15 @@ def within_gate(ref: dict, dtype: str) -> bool | None:
 def validate(source: str, prompt_ids: list[int] | None = None, reference: str = "none", dtype: str = "float32",
              layers: str | None = None, save_logits: str | None = None, progress=None, *, prompt: str | None = None,
              pin_routing: bool = False, offload_dir: str | None = None, fetch_progress=None,
-             card: str | None = None, generate: int = 0) -> dict:
+             card=None, generate: int = 0) -> dict:
     """The `archprobe.validate/1` document for a local checkpoint folder or a hub repo.
 
     `progress`, if given, wraps the iterable of layer indices (the CLI passes a rich progress bar).
     A hub source downloads only the shards holding the layers that run. `pin_routing` runs the
     transformers reference first and makes every MoE block choose its experts from the input the
     reference's block saw. `offload_dir` keeps each layer's output on disk instead of in memory.
-    `card` is a card file (YAML/JSON) whose fields override the derived card. `generate` > 0 also decodes
+    `source` may be an opened `Checkpoint` (structure/checkpoint.py: its card is the one validated, derived
+    once); else `card` (a Card) overrides the derived card's fields. `generate` > 0 also decodes
     that many tokens greedily (ours through the cached decode path, and the reference's)."""
     from archprobe.validate.build import Unsupported, blueprint
     from archprobe.validate.load import load
@@ -114,9 +115,14 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
         raise ArchprobeError(f"--generate {generate}: give 0 to {MAX_GENERATE} tokens")
     if generate and layers:
         raise ArchprobeError("--generate decodes through every layer", hint="drop --layers")
+    from archprobe.structure.checkpoint import Checkpoint
+
     fetched = None
-    if not os.path.isdir(source) and not (source.endswith(".gguf") and os.path.isfile(source)):
-        source, fetched = fetch_source(source, layers, fetch_progress)
+    if isinstance(source, Checkpoint) and not os.path.exists(source.raw.location):   # a hub checkpoint
+        source, card = source.source, source.user_card
+    if not isinstance(source, Checkpoint) and not os.path.isdir(source) and not (
+            source.endswith(".gguf") and os.path.isfile(source)):
+        source, fetched = fetch_source(source, layers, fetch_progress)   # the shards that run, then opened
     loaded = load(source, card)
     with loaded.reader.session() as get:   # norms nobody said w or (1 + w) for: the whole model's gains decide
         assumptions = check_norm_gains(loaded.card, get)
