@@ -25,6 +25,7 @@ from archprobe.adapt import registries as reg
 from archprobe.adapt.coverage import HANDLED, MISSING, UNVERIFIED
 from archprobe.adapt.symbols import feature_rows
 from archprobe.errors import SourceError
+from archprobe.formats.limits import MAX_RELEASE_CANDIDATES as MAX_CANDIDATES
 from archprobe.formats.pkgindex import IndexFile, project_files, wheel_tags
 from archprobe.formats.remotezip import RemoteZip
 
@@ -34,7 +35,6 @@ BACKEND = "via the transformers backend"
 PREVIOUSLY = "previously supported"
 NOT_REGISTERED = "not registered"
 UNREADABLE = "registry unreadable"
-MAX_CANDIDATES = 8     # model files read per release when the registry is spread over per-model files
 
 
 @dataclass(frozen=True)

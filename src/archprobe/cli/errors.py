@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 
 from archprobe.errors import ArchprobeError
+from archprobe.formats.limits import MAX_ERROR_LINE as MAX_LINE
 from archprobe.untrusted import visible
 
 DEBUG_ENV = "ARCHPROBE_DEBUG"
-MAX_LINE = 600
 
 # optional dependency (top-level module) -> the extra that installs it (pyproject.toml)
 EXTRAS = {"torch": "torch", "matplotlib": "plot", "transformers": "hf", "ray": "ray", "inspect_ai": "inspect",

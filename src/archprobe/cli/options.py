@@ -12,11 +12,11 @@ import os
 import re
 
 from archprobe.errors import ArchprobeError
+from archprobe.formats.limits import MAX_OPTION_BYTES as MAX_BYTES
+from archprobe.formats.limits import MAX_OPTION_LIST as MAX_LIST
+from archprobe.formats.limits import MAX_OPTION_TOKENS as MAX_TOKENS
+from archprobe.formats.limits import MAX_TOKEN_ID
 
-MAX_TOKENS = 1 << 40          # a context or chunk of a trillion tokens is already no plan
-MAX_BYTES = 10 ** 21          # a zettabyte of device memory
-MAX_LIST = 256                # items in a comma-separated option
-MAX_TOKEN_ID = (1 << 31) - 1
 _NUMBER = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:e[+-]?[0-9]{1,3})?)\s*([a-z]*)\s*$", re.I)
 
 

@@ -24,10 +24,9 @@ from pathlib import Path
 from archprobe.eval import client as chat_client
 from archprobe.eval.sandbox import run_sandboxed
 from archprobe.eval.workspace import EditError, clean_relpath, listing, safe_read, safe_write
+from archprobe.formats.limits import MAX_RESULT_CHARS, MAX_TOOL_ARGS
 
 FILE_BLOCK = re.compile(r"^FILE:[ \t]*([^\n]*?)[ \t]*\n```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
-MAX_TOOL_ARGS = 2 * 1024 * 1024
-MAX_RESULT_CHARS = 16_000
 COMMAND_TIMEOUT_S = 120.0
 
 

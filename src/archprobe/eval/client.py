@@ -20,10 +20,12 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from archprobe.formats.limits import MAX_RESPONSE_BYTES  # per response (formats/limits.py holds every cap)
+from archprobe.formats.limits import (
+    MAX_CONTENT_CHARS,
+    MAX_RESPONSE_BYTES,  # per response (formats/limits.py holds every cap)
+)
 
 ATTEMPT_HEADER = "X-Archprobe-Attempt"
-MAX_CONTENT_CHARS = 4 * 1024 * 1024
 
 
 @dataclass

@@ -20,6 +20,7 @@ from pathlib import Path
 from archprobe.errors import ArchprobeError
 from archprobe.eval import chain
 from archprobe.eval.migrations import CHAINED, MIGRATIONS
+from archprobe.formats.limits import MAX_ATTEMPTS_PER_TASK
 
 OUTCOMES = ("pass", "fail", "error", "timeout", "cancelled")
 INTERVENTION_KINDS = ("message", "approval", "fix")
@@ -449,7 +450,6 @@ class Ledger:
                                         "detail": json.dumps(detail)})
 
 
-MAX_ATTEMPTS_PER_TASK = 100_000   # what `eval run --attempts` accepts
 
 
 def _number(value):

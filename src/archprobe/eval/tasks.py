@@ -13,12 +13,11 @@ from pathlib import Path
 from archprobe.errors import ArchprobeError
 from archprobe.eval.scorers import SCORERS
 from archprobe.eval.workspace import check_starting_repo, tree_hash
+from archprobe.formats.limits import MAX_TASK_TIMEOUT_S, MAX_TASKS_BYTES
 
 BUILTIN = Path(__file__).parent / "builtin"
 # the built-in sets: a quick chat smoke set, agentic repository tasks with hidden tests, a refusal set
 BUILTIN_SETS = {"builtin": BUILTIN, "builtin-agentic": BUILTIN / "agentic", "builtin-refusal": BUILTIN / "refusal"}
-MAX_TASKS_BYTES = 64 * 1024 * 1024
-MAX_TASK_TIMEOUT_S = 7 * 24 * 3600
 
 
 class TaskSetError(ArchprobeError):

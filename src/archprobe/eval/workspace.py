@@ -16,11 +16,9 @@ import stat
 from pathlib import Path
 
 from archprobe.errors import ArchprobeError
+from archprobe.formats.limits import MAX_FILE_WRITE, MAX_NAME_CHARS, MAX_PATH_CHARS
 
 SKIP_DIRS = {".git", "__pycache__", ".pytest_cache"}
-MAX_FILE_WRITE = 1 << 20
-MAX_PATH_CHARS = 1024
-MAX_NAME_CHARS = 255
 
 
 class EditError(ValueError):

@@ -17,12 +17,10 @@ from urllib.parse import quote, urlsplit
 
 from archprobe.errors import SourceError
 from archprobe.formats.http import GuardedHTTP, shown_url
-from archprobe.formats.limits import cap
+from archprobe.formats.limits import MAX_PULL_LOOKUPS, MAX_TERMS, MAX_TITLE, cap
 
 DEFAULT_API = "https://api.github.com"
 LINK = re.compile(r'<([^<>\s]+)>\s*;\s*rel="?([a-z ]+)"?')
-MAX_TERMS = 6             # GitHub allows five AND/OR/NOT operators in one query
-MAX_TITLE = 300
 
 
 @dataclass
@@ -97,7 +95,6 @@ def search(http: GuardedHTTP, base: str, repo: str, terms: list[str], clock=time
     return result
 
 
-MAX_PULL_LOOKUPS = 50
 
 
 def _settle_merged(http: GuardedHTTP, base: str, repo: str, result: SearchResult) -> None:

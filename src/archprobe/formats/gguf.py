@@ -20,21 +20,21 @@ import struct
 from collections.abc import Callable
 
 from archprobe.errors import CheckpointError, SourceError
+from archprobe.formats.limits import GGUF_MAX_ARRAY as MAX_ARRAY
+from archprobe.formats.limits import GGUF_MAX_DIMS as MAX_DIMS
+from archprobe.formats.limits import GGUF_MAX_ELEMENTS as MAX_ELEMENTS
+from archprobe.formats.limits import GGUF_MAX_HEADER_BYTES as MAX_HEADER_BYTES
+from archprobe.formats.limits import GGUF_MAX_KEPT as MAX_KEPT
+from archprobe.formats.limits import GGUF_MAX_KEPT_BYTES as MAX_KEPT_BYTES
+from archprobe.formats.limits import GGUF_MAX_KEPT_STRING as MAX_KEPT_STRING
+from archprobe.formats.limits import GGUF_MAX_META as MAX_META
+from archprobe.formats.limits import GGUF_MAX_NAME as MAX_NAME
+from archprobe.formats.limits import GGUF_MAX_NESTING as MAX_NESTING
+from archprobe.formats.limits import GGUF_MAX_TENSORS as MAX_TENSORS
 from archprobe.formats.safetensors import Header, TensorInfo
 
 FIRST_READ = 1 << 20
 MAX_BLOCK = 32 << 20         # one read; consumed bytes are dropped, so memory stays ~ one block
-MAX_HEADER_BYTES = 256 << 20 # the whole header (real ones: < 50 MB, nearly all tokenizer arrays)
-MAX_TENSORS = 1 << 18        # tensor infos (GGUF stacks experts: real files have a few thousand)
-MAX_META = 1 << 16           # metadata entries (real files: ~50)
-MAX_ARRAY = 1 << 28          # items in one metadata array (walked over, never materialised past MAX_KEPT)
-MAX_KEPT = 1 << 16           # items of an array that is kept (per-layer lists); longer ones are counted only
-MAX_KEPT_STRING = 1 << 20    # a longer string value is skipped and noted, not kept
-MAX_KEPT_BYTES = 64 << 20    # Python objects kept from one header: metadata values, keys, tensor infos
-MAX_NAME = 4096              # a key or tensor name (the GGUF spec: keys < 64 KB, ggml names < 64 bytes)
-MAX_DIMS = 8
-MAX_NESTING = 8              # arrays of arrays
-MAX_ELEMENTS = 1 << 50
 SPLIT_NAME = re.compile(r"^(?P<base>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 # GGUF metadata -> the config.json keys that structure/config.py understands

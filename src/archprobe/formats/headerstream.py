@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 from archprobe.errors import CheckpointError
+from archprobe.formats.limits import MAX_METADATA_BYTES
 
 # possessive quantifiers (*+): nothing to backtrack into, so a match keeps no per-token state (a plain
 # `(?:...)*` over a 30 MB object of short strings holds ~1.8 GB of backtracking marks) and runs ~5x faster
@@ -31,7 +32,6 @@ _KEY = re.compile(_WS + rb"(" + _STRING + rb")" + _WS + rb":" + _WS, re.DOTALL)
 _OPEN = re.compile(_WS + rb"\{" + _WS + rb"(\})?", re.DOTALL)
 _TAIL = re.compile(_WS + rb"\Z")
 
-MAX_METADATA_BYTES = 1 << 20
 
 
 class StreamedEntries:

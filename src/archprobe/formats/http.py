@@ -32,11 +32,11 @@ import time
 from urllib.parse import urljoin, urlsplit
 
 from archprobe.errors import SourceError
+from archprobe.formats.limits import MAX_ERROR_BODY_BYTES as ERROR_BODY_BYTES
 from archprobe.formats.limits import Deadline, cap
 
 CHUNK = 64 * 1024
 IDLE_TIMEOUT_S = 30.0          # one socket read without a byte
-ERROR_BODY_BYTES = 64 * 1024   # what is kept of a non-2xx answer
 REDIRECTS = (301, 302, 303, 307, 308)
 
 

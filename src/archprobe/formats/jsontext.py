@@ -18,7 +18,8 @@ import json
 import math
 
 from archprobe.errors import CheckpointError
-from archprobe.formats.limits import cap
+from archprobe.formats.limits import JSON_MAX_DIGITS as MAX_DIGITS
+from archprobe.formats.limits import MAX_EXPANDED, cap
 
 
 class _Refused(ValueError):
@@ -36,7 +37,6 @@ def _finite_float(text: str) -> float:
     return value
 
 
-MAX_DIGITS = 100   # an integer longer than this is no size, count or id (and costs quadratic time to convert)
 
 
 def _short_int(text: str) -> int:
@@ -69,7 +69,6 @@ def _depth(doc, limit: int) -> int:
     return deepest
 
 
-MAX_EXPANDED = 1_000_000   # values of a parsed document counted with repeats (YAML aliases share them)
 
 
 def nesting_problem(doc) -> str | None:

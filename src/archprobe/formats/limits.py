@@ -104,6 +104,104 @@ _DEFAULTS: dict[str, float] = {
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024        # eval: one chat response; at concurrency 8, ~64 MB of buffers
 MAX_VALIDATE_DOC_BYTES = 64 * 1024 * 1024   # report --validate-json: the validate document read back
 
+# adapt/releases.py
+MAX_RELEASE_CANDIDATES = 8   # model files read per release when the registry is spread over per-model files
+
+# cli/errors.py
+MAX_ERROR_LINE = 600
+
+# cli/options.py
+MAX_OPTION_BYTES = 10 ** 21   # a zettabyte of device memory
+MAX_OPTION_LIST = 256   # items in a comma-separated option
+MAX_OPTION_TOKENS = 1 << 40   # a context or chunk of a trillion tokens is already no plan
+MAX_TOKEN_ID = (1 << 31) - 1
+
+# eval/agent.py
+MAX_RESULT_CHARS = 16000
+MAX_TOOL_ARGS = 2 * 1024 * 1024
+
+# eval/client.py
+MAX_CONTENT_CHARS = 4 * 1024 * 1024
+
+# eval/ledger.py
+MAX_ATTEMPTS_PER_TASK = 100000   # what `eval run --attempts` accepts
+
+# eval/tasks.py
+MAX_TASKS_BYTES = 64 * 1024 * 1024
+MAX_TASK_TIMEOUT_S = 7 * 24 * 3600
+
+# eval/workspace.py
+MAX_FILE_WRITE = 1 << 20
+MAX_NAME_CHARS = 255
+MAX_PATH_CHARS = 1024
+
+# formats/forge.py
+MAX_PULL_LOOKUPS = 50
+MAX_TERMS = 6   # GitHub allows five AND/OR/NOT operators in one query
+MAX_TITLE = 300
+
+# formats/gguf.py
+GGUF_MAX_ARRAY = 1 << 28   # items in one metadata array (walked over, never materialised past MAX_KEPT)
+GGUF_MAX_DIMS = 8
+GGUF_MAX_ELEMENTS = 1 << 50
+GGUF_MAX_HEADER_BYTES = 256 << 20   # the whole header (real ones: < 50 MB, nearly all tokenizer arrays)
+GGUF_MAX_KEPT = 1 << 16   # items of an array that is kept (per-layer lists); longer ones are counted only
+GGUF_MAX_KEPT_BYTES = 64 << 20   # Python objects kept from one header: metadata values, keys, tensor infos
+GGUF_MAX_KEPT_STRING = 1 << 20   # a longer string value is skipped and noted, not kept
+GGUF_MAX_META = 1 << 16   # metadata entries (real files: ~50)
+GGUF_MAX_NAME = 4096   # a key or tensor name (the GGUF spec: keys < 64 KB, ggml names < 64 bytes)
+GGUF_MAX_NESTING = 8   # arrays of arrays
+GGUF_MAX_TENSORS = 1 << 18   # tensor infos (GGUF stacks experts: real files have a few thousand)
+
+# formats/headerstream.py
+MAX_METADATA_BYTES = 1 << 20
+
+# formats/http.py
+MAX_ERROR_BODY_BYTES = 64 * 1024   # what is kept of a non-2xx answer
+
+# formats/jsontext.py
+JSON_MAX_DIGITS = 100   # an integer longer than this is no size, count or id (and costs quadratic time to convert)
+MAX_EXPANDED = 1000000   # values of a parsed document counted with repeats (YAML aliases share them)
+
+# formats/safetensors.py
+SAFETENSORS_MAX_DIMS = 16   # rank of one tensor
+SAFETENSORS_MAX_ELEMENTS = 1 << 50   # elements of one tensor (K3's largest: 1.2e9)
+
+# formats/structured.py
+MAX_YAML_BYTES = 256 * 1024   # PyYAML builds ~175x its bytes of nodes: at most ~45 MB
+STRUCTURED_MAX_DIGITS = 60   # an integer with more digits is no count, size or price anyone writes
+
+# observe/recorder.py
+MAX_ATTNRES_TOKENS = 128   # AttnRes weights kept per token for at most this many tokens
+
+# observe/sample.py
+MAX_OBSERVE_TOKENS = 16384
+MAX_PROMPT_FILE_BYTES = 4 * 1024 * 1024
+
+# ops/native/__init__.py
+MAX_LIBRARY_BYTES = 64 << 20   # a built or cached library larger than this is not loaded
+MAX_TOOL_OUTPUT = 64 * 1024   # what is kept of a compiler's stdout / stderr
+
+# structure/card.py
+MAX_CARD_INT = 2 ** 48   # no width, count or length of a model comes near; past it, float math goes inexact
+
+# structure/config.py
+MAX_DEPTH = 32
+
+# structure/positions.py
+MAX_FACTOR_LIST = 4096   # longrope factor lists: one per rotated channel pair
+
+# track/plot.py
+MAX_PLOT_PANELS = 40   # one panel per series: 10,000 series was a 22,000-inch figure and minutes of work
+MAX_PLOT_POINTS = 10000   # the latest points of a series are drawn
+
+# track/usage.py
+MAX_METRICS_BYTES = 2 * 1024 * 1024   # real vLLM/SGLang pages: 50-300 KB; parsed samples cost ~30x their bytes
+MAX_METRICS_SERIES = 10000   # (metric, model) pairs kept
+
+# validate/pipeline.py
+MAX_GENERATE = 4096
+
 
 def cap(name: str) -> int | float:
     """The cap `name`, from `ARCHPROBE_<name>` when set to a positive finite number, else the default."""

@@ -27,6 +27,8 @@ from archprobe.errors import CheckpointError
 from archprobe.formats.dtypes import DTYPE_BITS
 from archprobe.formats.headerstream import StreamedEntries
 from archprobe.formats.limits import _DEFAULTS, cap
+from archprobe.formats.limits import SAFETENSORS_MAX_DIMS as MAX_DIMS
+from archprobe.formats.limits import SAFETENSORS_MAX_ELEMENTS as MAX_ELEMENTS
 
 try:  # orjson parses the K3 headers ~2x faster than json; the result is the same
     from orjson import JSONDecodeError as _JSONError
@@ -40,8 +42,6 @@ except ImportError:  # pragma: no cover - orjson is a dependency, json is the fa
 # (ARCHPROBE_MAX_HEADER_BYTES changes it; formats/limits.py lists every cap).
 MAX_HEADER_BYTES = int(_DEFAULTS["MAX_HEADER_BYTES"])
 WHOLE_PARSE_BYTES = 1 << 20  # larger headers are parsed entry by entry (formats/headerstream.py)
-MAX_DIMS = 16                 # rank of one tensor
-MAX_ELEMENTS = 1 << 50        # elements of one tensor (K3's largest: 1.2e9)
 EXPERT_MARK = ".experts."
 
 

@@ -26,11 +26,10 @@ import os
 
 from archprobe.errors import ArchprobeError, CheckpointError
 from archprobe.formats import jsontext
+from archprobe.formats.limits import MAX_YAML_BYTES as YAML_BYTES
+from archprobe.formats.limits import STRUCTURED_MAX_DIGITS as MAX_DIGITS
 from archprobe.formats.limits import cap
 from archprobe.formats.localfiles import read_capped
-
-YAML_BYTES = 256 * 1024        # PyYAML builds ~175x its bytes of nodes: at most ~45 MB
-MAX_DIGITS = 60                # an integer with more digits is no count, size or price anyone writes
 
 
 def read_bytes(path: str, limit: int, what: str, error=ArchprobeError) -> bytes:

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from archprobe.formats.limits import MAX_ATTNRES_TOKENS as PER_TOKEN_CAP
 from archprobe.observe import depth, horizons, routing
-
-PER_TOKEN_CAP = 128   # AttnRes weights kept per token for at most this many tokens
 
 
 class Recorder:

@@ -11,6 +11,8 @@ import os
 import re
 
 from archprobe.errors import ArchprobeError
+from archprobe.formats.limits import MAX_OBSERVE_TOKENS as MAX_TOKENS
+from archprobe.formats.limits import MAX_PROMPT_FILE_BYTES
 
 SAMPLE = (
     "The river had risen overnight, and by morning the low road to the village was under water. Farmers "
@@ -25,8 +27,6 @@ SAMPLE = (
     "boulangers ouvraient leurs portes plus tôt que d'habitude. Der Zug nach Berlin hatte zwei Stunden "
     "Verspätung, aber niemand beschwerte sich: draußen war alles still und weiß.",
 )
-MAX_PROMPT_FILE_BYTES = 4 * 1024 * 1024
-MAX_TOKENS = 16384
 
 
 def read_prompt_file(path: str) -> list[str]:

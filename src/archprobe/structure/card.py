@@ -108,6 +108,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from archprobe.errors import ArchprobeError
+from archprobe.formats.limits import MAX_CARD_INT
 
 SCHEMA = "archprobe.card/1"
 ORIGINS = ("shape", "default", "user")   # plus "config:<key>"; "unknown" when the value is None
@@ -512,7 +513,6 @@ def _from_plain(cls: type, data: Any, path: str) -> Any:
     return cls(**kwargs)
 
 
-MAX_CARD_INT = 2**48   # no width, count or length of a model comes near; past it, float math goes inexact
 
 
 def _convert(hint: Any, value: Any, path: str) -> Any:

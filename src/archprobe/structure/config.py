@@ -15,11 +15,11 @@ import math
 from typing import Any
 
 from archprobe.errors import ArchprobeError
+from archprobe.formats.limits import MAX_DEPTH
 from archprobe.structure.family_defaults import family_default
 
 NESTED_TEXT_KEYS = ("text_config", "llm_config", "language_config", "text_model_config")
 SUB_BLOCKS = ("linear_attn_config", "attn_config", "ffn_config", "ssm_cfg", "mamba_config", "moe_config")
-MAX_DEPTH = 32
 BOUNDS = {"num_hidden_layers": 1_000_000, "n_layer": 1_000_000, "num_layers": 1_000_000, "n_layers": 1_000_000,
           "hidden_size": 100_000_000, "d_model": 100_000_000, "n_embd": 100_000_000}
 DEFAULT_BOUND = 10**12

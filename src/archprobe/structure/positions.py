@@ -24,12 +24,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from archprobe.formats.limits import MAX_FACTOR_LIST
 from archprobe.structure.card import Card, Rope
 from archprobe.structure.config import ConfigView
 
 ATTENTION = ("gqa", "mha", "mqa", "mla", "lowrank_kv")
 RECURRENT = ("kda", "gated_deltanet", "mamba2", "mamba", "short_conv", "lightning", "rg_lru")
-MAX_FACTOR_LIST = 4096      # longrope factor lists: one per rotated channel pair
 # older names: Phi-3's first releases wrote `su` for LongRoPE; Qwen2-VL's `mrope` rotates each section at
 # the same position for text tokens, which is the default rope (transformers 4.45+ renamed it `default`)
 ROPE_ALIASES = {"su": "longrope", "mrope": "default"}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-MAX_PANELS = 40        # one panel per series: 10,000 series was a 22,000-inch figure and minutes of work
-MAX_POINTS = 10_000    # the latest points of a series are drawn
+from archprobe.formats.limits import MAX_PLOT_PANELS as MAX_PANELS
+from archprobe.formats.limits import MAX_PLOT_POINTS as MAX_POINTS
 
 
 def plotted(all_series: list[dict]) -> tuple[int, int]:

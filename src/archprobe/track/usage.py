@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 
 from archprobe.errors import SourceError
+from archprobe.formats.limits import MAX_METRICS_BYTES as MAX_BYTES
+from archprobe.formats.limits import MAX_METRICS_SERIES as MAX_SERIES
 
 PREFIXES = ("vllm:", "sglang:")
 GAUGES = {"vllm:num_requests_running", "vllm:num_requests_waiting", "sglang:num_running_reqs",
           "sglang:num_queue_reqs"}
-MAX_BYTES = 2 * 1024 * 1024     # real vLLM/SGLang pages: 50-300 KB; parsed samples cost ~30x their bytes
-MAX_SERIES = 10_000              # (metric, model) pairs kept
 
 
 def scrape(url: str, timeout_s: float = 10.0) -> list[tuple[str, float, dict]]:

@@ -17,6 +17,7 @@ import resource
 import torch
 
 from archprobe.errors import ArchprobeError, SourceError
+from archprobe.formats.limits import MAX_GENERATE
 from archprobe.validate.prompt import decode_text, top_tokens
 from archprobe.validate.reference import Reference
 
@@ -53,7 +54,6 @@ def fetch_source(source: str, layers: str | None, fetch_progress):
                                                                       or 0)), progress=fetch_progress)
 
 
-MAX_GENERATE = 4096
 
 
 def _generation(loaded, prompt: list[int], n: int, dtype, ref) -> dict:

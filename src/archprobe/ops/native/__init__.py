@@ -30,6 +30,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from archprobe.formats.limits import MAX_LIBRARY_BYTES, MAX_TOOL_OUTPUT
+
 SOURCES = Path(__file__).parent
 # -march=native: the library is built on, and only for, the machine that runs it (its cache key holds the
 # CPU's identity); the second set is for compilers that do not know -march=native.
@@ -67,8 +69,6 @@ def _cpu_identity() -> str:
     return "\n".join(parts)
 
 
-MAX_TOOL_OUTPUT = 64 * 1024     # what is kept of a compiler's stdout / stderr
-MAX_LIBRARY_BYTES = 64 << 20    # a built or cached library larger than this is not loaded
 
 
 def _cap_file_size() -> None:
