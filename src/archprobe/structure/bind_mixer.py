@@ -78,12 +78,13 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
     out_words = OUT_WORDS
     if len(convs) >= 3 and not any(vec_len(v) == convs[0].shape[0] for v in vecs):
         return _gdn_split(pool, convs, vecs, mats, H, cfg)
-    if len(convs) >= 3:
-        D = convs[0].shape[0]
+    fused_kda = len(convs) == 1 and _fused_kda_width(convs[0], vecs, mats, H)
+    if len(convs) >= 3 or fused_kda:
+        D = fused_kda or convs[0].shape[0]
         writer = next(iter(_by_words([m for m in mats if m.shape == (H, D)], out_words)[::-1]), None)
         named = [m for m in mats if m.shape == (H, D) and words(m.path) & out_words]
         writer = named[0] if named else writer
-        return _kda(pool, convs, vecs, mats, writer, H, cfg)
+        return _kda(pool, convs, vecs, mats, writer, H, cfg, D)
     # the writer maps some inner width back to H; a low-rank pair's up-projection ([X, r] beside [r, H]) is not it
     writer = next((m for m in mats if m.shape[0] == H and m.shape[1] != H
                    and not any(r.shape == (m.shape[1], H) for r in mats)), None) or next(
@@ -265,9 +266,19 @@ def _gdn_split(pool, convs, vecs, mats, H, cfg) -> Bound | None:
     return b
 
 
-def _kda(pool, convs, vecs, mats, writer, H, cfg) -> Bound:
-    D = convs[0].shape[0]
+def _fused_kda_width(conv: Module, vecs: list[Module], mats: list[Module], H: int) -> int | None:
+    """KDA with one depthwise conv over q | k | v (transformers' `conv1d` [3D, 1, K]): the per-channel width D
+    when three readers [D, H] and a per-channel decay bias [D] stand beside it; None otherwise."""
+    C = conv.shape[0]
+    D = C // 3
+    if C % 3 or sum(m.shape == (D, H) for m in mats) < 3 or not any(v.shape == (D,) for v in vecs):
+        return None
+    return D
+
+
+def _kda(pool, convs, vecs, mats, writer, H, cfg, D) -> Bound:
     b = Bound(Mixer("kda"))
+    fused_conv = convs[0] if convs[0].shape[0] == 3 * D else None
     qkv_convs = _by_words([c for c in convs if c.shape[0] == D], {"q", "q_conv1d"}, {"k", "k_conv1d"},
                           {"v", "v_conv1d"})[:3]
     readers = [m for m in mats if m.shape == (D, H) and m is not writer]
@@ -304,7 +315,8 @@ def _kda(pool, convs, vecs, mats, writer, H, cfg) -> Bound:
         m.gate_lower_bound = cfg.first_float("kda_lower_bound")
     if a_log is not None:
         m.a_log_stored = a_log.weight.info.numel
-    m.evidence = [ev(convs[0], f"three depthwise convs [{D}, 1, K] (q, k, v)")]
+    m.evidence = [ev(convs[0], f"one depthwise conv [{3 * D}, 1, K] over q | k | v" if fused_conv is not None
+                     else f"three depthwise convs [{D}, 1, K] (q, k, v)")]
     if dt is not None:
         m.evidence.append(ev(dt, f"channel-wise decay bias: {D} = {heads} heads x {hd}"))
     if f_pair is not None:
@@ -315,6 +327,7 @@ def _kda(pool, convs, vecs, mats, writer, H, cfg) -> Bound:
     roles = [("q", q), ("k", k), ("v", v), ("g", gate), ("b", beta), ("dt_bias", dt), ("A_log", a_log),
              ("o_norm", o_norm), ("o", writer), ("f", f_full)]
     roles += list(zip(("q_conv", "k_conv", "v_conv"), qkv_convs, strict=False))
+    roles.append(("conv1d", fused_conv))
     if f_pair:
         roles += [("f_a", f_pair[0]), ("f_b", f_pair[1])]
     if g_pair:

@@ -110,7 +110,13 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
     vocab_like = [m for m in mats if V is None or V <= m.shape[0] <= V + 128 + V // 50]   # padded vocab
     roles: dict[str, Module] = {}
     if vocab_like:
-        vocab_like.sort(key=lambda m: (2 if words(m.path) & HEAD_WORDS else 0 if words(m.path) & EMBED_WORDS else 1,
+        # the embedding feeds the trunk (it sits beside the layers, under their parent module), the head reads
+        # the trunk's output from outside it: position decides where it separates them, names only after that
+        trunk = (table.layer_prefix or "").rpartition(".")[0]
+        inside = {id(m): bool(trunk) and m.path.startswith(trunk + ".") for m in vocab_like}
+        by_place = len(set(inside.values())) > 1
+        vocab_like.sort(key=lambda m: (by_place and not inside[id(m)],
+                                       2 if words(m.path) & HEAD_WORDS else 0 if words(m.path) & EMBED_WORDS else 1,
                                        m.path.count("."), m.path))
         roles["embed"] = vocab_like[0]
         if len(vocab_like) > 1:

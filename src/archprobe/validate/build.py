@@ -56,6 +56,7 @@ MIXER_PARAMS = {
 }
 # Gated DeltaNet roles stored apart (q/k/v and their convs) or all in one (`in_proj`): joined or split at load
 GDN_SOURCES = ("q", "k", "v", "q_conv", "k_conv", "v_conv", "in_proj")
+KDA_FUSED_CONV = "src:self_attn.kda_conv1d.weight"    # KDA's q | k | v conv stored as one, split at load
 FFN_PARAMS = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 NORM_MODULES = {"pre_mixer": "input_layernorm", "pre_ffn": "post_attention_layernorm",
                 "post_mixer": "post_mixer_norm", "post_ffn": "post_ffn_norm",
@@ -679,6 +680,8 @@ def _layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
             return f"src:self_attn.qkv{suffix}"
         if kind == "gated_deltanet" and stem in GDN_SOURCES and not bias:
             return f"src:self_attn.gdn_{stem}.weight"
+        if kind == "kda" and stem == "conv1d" and not bias:
+            return KDA_FUSED_CONV
         if stem not in table:
             return None
         name = "self_attn." + table[stem]
@@ -741,6 +744,10 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
             part.names[src] = part.names.pop(target)
             part.derived.append(Derived(target, (src,), lambda t: t.reshape(-1).contiguous()))
     _gdn_sources(part, cfg)
+    if KDA_FUSED_CONV in part.names:      # one conv over q | k | v, each D wide (transformers' Kimi Linear)
+        for i, which in enumerate(("q", "k", "v")):
+            part.derived.append(Derived(f"self_attn.{which}_conv1d.weight", (KDA_FUSED_CONV,),
+                                        lambda t, i=i: t.chunk(3, dim=0)[i].contiguous()))
     for src in [t for t in part.names if t.startswith("src:") and not t.startswith(("src:T:", "src:F:"))]:
         body = src[4:]
         bias = body.endswith(".bias")
