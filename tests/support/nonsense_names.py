@@ -8,15 +8,22 @@ from __future__ import annotations
 LEAVES = {"weight", "bias"}
 
 
-def nonsense_map(names, keep=frozenset()) -> dict[str, str]:
-    """Original name -> renamed; one word per distinct path component, in sorted order (deterministic)."""
-    parts = sorted({p for n in names for p in n.split(".") if not p.isdigit()} - LEAVES - set(keep))
+def nonsense_words(names, keep=frozenset()):
+    """A renaming function: one nonsense word per distinct path component of `names`, in sorted order
+    (deterministic); digits, `*` (a card's expert-index pattern) and the `weight` / `bias` leaves stay."""
+    parts = sorted({p for n in names for p in n.split(".") if not p.isdigit()} - LEAVES - set(keep) - {"*"})
     word = {p: f"zq{i:03d}" for i, p in enumerate(parts)}
 
     def rename(name: str) -> str:
         bits = name.split(".")
-        return ".".join(b if b.isdigit() or b in keep or (i == len(bits) - 1 and b in LEAVES) else word[b]
-                        for i, b in enumerate(bits))
+        return ".".join(b if b.isdigit() or b in keep or b == "*" or (i == len(bits) - 1 and b in LEAVES)
+                        else word[b] for i, b in enumerate(bits))
+    return rename
+
+
+def nonsense_map(names, keep=frozenset()) -> dict[str, str]:
+    """Original name -> renamed (see nonsense_words)."""
+    rename = nonsense_words(names, keep)
     out = {n: rename(n) for n in names}
     assert len(set(out.values())) == len(out)
     return out
