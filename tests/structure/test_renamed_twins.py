@@ -2,10 +2,10 @@
 model_type unknown, the config's numbers kept. The card must equal the original's modulo names: every field
 of every part, and every role bound to the renamed copy of the same tensor. The words of same-shaped
 tensors that only a name can order (q/k/v of equal widths and their convs, q/k norms, gate/up) are kept for
-the binding check; the field check renames them too (a swapped q/k changes no field). A field the original took from its family's row
-(origin `default`: Llama's plain `w` norm gains, Mixtral's renormalised top-k) is family knowledge that an
-unknown model_type cannot have: the twin leaves it unknown (validate then assumes or asks), never guesses it
-differently."""
+the binding check; the field check renames them too (a swapped q/k changes no field). A field the original
+took from its family's row (origin `default`: Llama's plain `w` norm gains, Mixtral's renormalised top-k) is
+family knowledge that an unknown model_type cannot have: the twin leaves it unknown (validate then assumes
+or asks), never guesses it differently."""
 
 from __future__ import annotations
 
