@@ -72,6 +72,8 @@ class HybridConfig:
     sliding_window: int | None = None
     qk_norm: bool = False
     qk_norm_style: str | None = None     # the q/k norms' kind when it differs from norm_style (StableLM 2)
+    attn_v_head_dim: int | None = None   # value heads of another width than q/k heads (MiMo-V2-Flash)
+    attn_value_scale: float | None = None  # values scaled before attention (MiMo-V2-Flash attention_value_scale)
     attn_output_gate: bool = False
     attn_gate_in_q: bool = False         # Qwen3-Next: q_proj emits [q | gate] per head
     partial_rotary_factor: float = 1.0
@@ -356,7 +358,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          query_scale=cfg.attn_query_scale, clip_qkv=cfg.clip_qkv,
                          sub_norm=cfg.attn_sub_norm, alibi_scaled=cfg.alibi_scaled,
                          chunk=cfg.attn_chunk_size, head_gate_act=cfg.attn_head_gate,
-                         qk_norm_style=cfg.qk_norm_style)
+                         qk_norm_style=cfg.qk_norm_style, v_head_dim=cfg.attn_v_head_dim,
+                         value_scale=cfg.attn_value_scale)
     return None
 
 

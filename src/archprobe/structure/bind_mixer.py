@@ -459,6 +459,29 @@ def _lowrank(mods, down, ups, H, cfg) -> Bound:
 
 
 # --- softmax attention ------------------------------------------------------------------------------------
+def _value_heads_apart(readers: list[tuple[Module, int]], Wo: int, nh: int | None):
+    """(q, k, v) where the value heads differ in width from the q/k heads (MiMo-V2-Flash: 192 vs 128):
+    q = nh dqk, k = kvh dqk, v = kvh dv and o reads nh dv, so Wq / Wk = Wo / Wv with Wv != Wk. Three widths:
+    the one assignment that fits (the widest of q and k being q). Two equal widths wider than the third, the
+    third being o's own width: q and k of as many heads (names order them) and the values (kvh = nh); the usual
+    layout has its equal pair (k, v) no wider than q. None otherwise."""
+    if not nh or len(readers) != 3 or Wo % nh:
+        return None
+    widths = {w for _, w in readers}
+    if len(widths) == 3:
+        fits = [(q, k, v) for q, wq in readers for k, wk in readers for v, wv in readers
+                if len({id(q), id(k), id(v)}) == 3 and wq > wk and wq * wv == wk * Wo and wv != wk
+                and wq % nh == 0 and wk % (wq // nh) == 0]
+        return fits[0] if len(fits) == 1 else None
+    pair_w = max(widths)
+    pair = [m for m, w in readers if w == pair_w]
+    odd = [(m, w) for m, w in readers if w != pair_w]
+    if len(pair) != 2 or len(odd) != 1 or odd[0][1] != Wo or pair_w % nh:
+        return None
+    q, k = _by_words(pair, {"q", "q_proj", "query", "wq"}, {"k", "k_proj", "key", "wk"})
+    return q, k, odd[0][0]
+
+
 def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = None) -> Bound | None:
     mats = [m for m in mods if len(m.shape) == 2 and "indexer" not in words(m.path) and m.shape != (1, H)]
     if not mats:
@@ -515,7 +538,14 @@ def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = N
         for m, w in readers:
             by_width.setdefault(w, []).append(m)
         kv_w = next((w for w, ms in sorted(by_width.items()) if len(ms) == 2 and w != Wo and w != 2 * Wo), None)
-        if kv_w is not None:
+        qkv_v = _value_heads_apart(readers, Wo, nh)
+        if qkv_v is not None:         # value heads of another width than q/k heads (MiMo-V2-Flash)
+            q, k, v = qkv_v
+            hd = (q.shape[1] if transposed else q.shape[0]) // nh
+            mixer.v_head_dim = Wo // nh
+            kv_w = k.shape[1] if transposed else k.shape[0]
+            rest = [m for m, w in readers if m not in qkv_v]
+        elif kv_w is not None:
             k, v = _by_words(by_width[kv_w], {"k", "k_proj", "key", "wk"}, {"v", "v_proj", "value", "wv"})
             rest = [m for m, w in readers if m not in (k, v)]
             q = next((m for m in _by_words(rest, {"q", "q_proj", "query", "wq"})), None)

@@ -377,6 +377,10 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             mup = _mup_multipliers(cfg)
             if mup:
                 m.layout["mup_multipliers"] = mup
+        vscale = cfg.first_float("attention_value_scale")
+        if m.kind in ("gqa", "mha", "mqa") and vscale is not None and vscale != 1:   # MiMo-V2-Flash: v * 0.707
+            m.layout["value_scale"] = vscale
+            card.origins[f"{p}.mixer.layout.value_scale"] = "config:attention_value_scale"
         if m.layout.get("head_gate") and cfg.default("head_gate_act"):     # a per-head output gate's activation
             m.layout["head_gate_act"] = cfg.default("head_gate_act")
             card.origins[f"{p}.mixer.layout.head_gate_act"] = "default"

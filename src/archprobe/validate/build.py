@@ -260,6 +260,9 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["attn_output_gate"] = gate == "sigmoid_g_proj"
         out["attn_gate_in_q"] = gate == "fused_in_q_proj"
         out["attn_scale"] = getattr(m, "scale", None)
+        if m.v_head_dim and m.v_head_dim != out["head_dim"]:
+            out["attn_v_head_dim"] = m.v_head_dim
+        out["attn_value_scale"] = (m.layout or {}).get("value_scale")
         out["qk_norm_after_rope"] = bool(getattr(m, "qk_norm_after_rope", None))
         out["attn_query_scale"] = getattr(m, "query_scale", None)
         no_rope = m.rope is False or m.alibi or card.embed.pos_kind in ("learned", "alibi", "none", "sinusoidal")
