@@ -38,6 +38,15 @@ CASES = {
         moe_intermediate_size=32, n_routed_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
         layer_types=["full_attention", "sliding_attention", "sliding_attention"],
         mlp_layer_types=["dense", "sparse", "sparse"])),
+    # MiniMaxAI/MiniMax-Text-01: the residual is the normed stream scaled, alpha = (2 x 80 layers)^(1/4) on
+    # every site, beta 1; lightning layers with one softmax layer in eight (here: layer 2 of 3)
+    "minimax_text_01": ("minimax", dict(
+        vocab_size=256, hidden_size=64, intermediate_size=32, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_local_experts=4, num_experts_per_tok=2, block_size=4,
+        layer_types=["linear_attention", "full_attention", "linear_attention"], rope_theta=10000000,
+        full_attn_alpha_factor=3.5565588200778455, full_attn_beta_factor=1.0,
+        linear_attn_alpha_factor=3.5565588200778455, linear_attn_beta_factor=1.0,
+        mlp_alpha_factor=3.5565588200778455, mlp_beta_factor=1.0)),
 }
 
 

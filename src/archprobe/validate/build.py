@@ -466,6 +466,8 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         if out["block"] != "pre":
             raise Unsupported(f"{p}.residual.kind from_norm with a {out['block']} block")
         out["block"], residual = "norm_residual", "identity"
+        sc = layer.residual.scales or {}
+        out["norm_residual_scales"] = (*sc.get("mixer", (1.0, 1.0)), *sc.get("ffn", (1.0, 1.0)))
     if residual not in ("identity", "attnres", "depth_weights"):
         raise Unsupported(f"{p}.residual.kind {residual!r} from a card")
     if residual == "attnres":
