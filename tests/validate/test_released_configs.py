@@ -47,6 +47,42 @@ CASES = {
         full_attn_alpha_factor=3.5565588200778455, full_attn_beta_factor=1.0,
         linear_attn_alpha_factor=3.5565588200778455, linear_attn_beta_factor=1.0,
         mlp_alpha_factor=3.5565588200778455, mlp_beta_factor=1.0)),
+    # openai/gpt-oss-20b: sinks, q/k/v/o and expert biases, clamped SwiGLU (alpha 1.702, limit 7), YaRN rope
+    # (factor 32 over 4096, beta_fast 32, beta_slow 1), sliding and full layers alternating
+    "gpt_oss_20b": ("gpt_oss", dict(
+        vocab_size=256, hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=4,
+        swiglu_limit=7.0, attention_bias=True, layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=131072,
+        rope_parameters={"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096,
+                         "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False, "rope_theta": 150000.0})),
+    # Qwen/Qwen3-Next-80B-A3B: partial rope 0.25 over head_dim 256 (here 32), gated attention every 4th layer,
+    # rope_theta 1e7, norm_topk_prob, a gated shared expert
+    "qwen3_next_80b": ("qwen3_next", dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=32, partial_rotary_factor=0.25, rope_theta=10000000.0,
+        linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_conv_kernel_dim=4, moe_intermediate_size=32, shared_expert_intermediate_size=32, num_experts=8,
+        num_experts_per_tok=2, norm_topk_prob=True, full_attention_interval=4)),
+    # ibm-granite/granite-4.0-h-tiny: Mamba-2 + NoPE attention, muP-style multipliers (embedding 12, attention
+    # 0.0078125, residual 0.22, logits scaling 6), shared expert beside the routed ones
+    "granite_4_h_tiny": ("granitemoehybrid", dict(
+        vocab_size=256, hidden_size=64, intermediate_size=32, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=64,
+        layer_types=["mamba", "attention", "mamba"], position_embedding_type="nope", embedding_multiplier=12.0,
+        attention_multiplier=0.0078125, residual_multiplier=0.22, logits_scaling=6.0, mamba_n_heads=8,
+        mamba_d_head=16, mamba_n_groups=1, mamba_d_state=16, mamba_chunk_size=8, mamba_expand=2,
+        mamba_conv_bias=True, mamba_proj_bias=False)),
+    # ibm-ai-platform/Bamba-9B: Mamba-2 with attention at a few indices, partial rope 0.5
+    "bamba_9b": ("bamba", dict(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, attn_layer_indices=[1], mamba_n_heads=8, mamba_d_head=16, mamba_d_state=16,
+        mamba_n_groups=1, mamba_chunk_size=8, mamba_expand=2, partial_rotary_factor=0.5, rope_theta=10000.0)),
+    # nvidia/NVIDIA-Nemotron-Nano-9B-v2: Mamba-2, NoPE attention and ReLU^2 MLP blocks, one mixer per block
+    "nemotron_nano_9b_v2": ("nemotron_h", dict(
+        vocab_size=256, hidden_size=64, layers_block_type=["mamba", "mlp", "attention", "mlp", "mamba", "mlp"],
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=128, mamba_num_heads=8,
+        mamba_head_dim=16, ssm_state_size=16, n_groups=2, chunk_size=8)),
 }
 
 
