@@ -41,7 +41,6 @@ def _user_card(folder: str, path, **fields) -> str:
 @pytest.mark.parametrize("name,config,words", [
     ("falcon_h1", {"ssm_out_multiplier": 0.5}, "muP"),
     ("falcon_h1", {"mlp_multipliers": [1.0, 2.0]}, "muP"),
-    ("minimax", {"mlp_beta_factor": 2.0}, "from_norm_scaled"),
 ])
 def test_a_multiplier_archprobe_does_not_run_is_refused(zoo, tmp_path, name, config, words):
     folder = _copy_with(zoo, tmp_path, name, **config)

@@ -88,7 +88,7 @@ class Attention(nn.Module):
                  qk_norm_after_rope: bool = False, differential: float | None = None,
                  query_scale: dict | None = None, clip_qkv: float | None = None, sub_norm: bool = False,
                  alibi_scaled: bool = False, chunk: int | None = None, head_gate_act: str | None = None,
-                 qk_norm_style: str | None = None):
+                 qk_norm_style: str | None = None, v_head_dim: int | None = None, value_scale: float | None = None):
         """`gate_in_q`: Qwen3-Next's gated attention, q_proj emits [q | gate] per head (no g_proj).
         `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
         (one norm of head_dim shared by heads), `full` (one over the whole q / k projection),
@@ -98,11 +98,15 @@ class Attention(nn.Module):
         softmax scale and so scaled with the scores (Falcon), not after it (BLOOM, MPT).
         `differential`: this layer's lambda_init (differential attention, DiffLlama).
         `qk_norm` `weightless`: normalised, no gain (Llama 4). `chunk`: chunked attention. `qk_norm_style`: the
-        q/k norms' kind when it is not `norm_style` (StableLM 2: bias-free per-head LayerNorms)."""
+        q/k norms' kind when it is not `norm_style` (StableLM 2: bias-free per-head LayerNorms).
+        `v_head_dim`: value heads narrower or wider than q/k heads (MiMo-V2-Flash: 192 vs 128); `value_scale`:
+        values multiplied by it before attention (MiMo-V2-Flash's attention_value_scale)."""
         super().__init__()
         if heads % kv_heads:
             raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        self.v_head_dim, self.value_scale = v_head_dim or head_dim, value_scale
+        vd = self.v_head_dim
         self.window, self.gate_in_q, self.softcap, self.clip_qkv = window, gate_in_q, softcap, clip_qkv
         if rope is None and rope_theta is not None and not alibi:
             rope = Rope(rope_theta, rotary_dim or head_dim)
@@ -110,8 +114,8 @@ class Attention(nn.Module):
         self.scale = scale if scale is not None else head_dim ** -0.5
         self.q_proj = nn.Linear(hidden, heads * head_dim * (2 if gate_in_q else 1), bias=qkv_bias)
         self.k_proj = nn.Linear(hidden, kv_heads * head_dim, bias=qkv_bias)
-        self.v_proj = nn.Linear(hidden, kv_heads * head_dim, bias=qkv_bias)
-        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=o_bias)
+        self.v_proj = nn.Linear(hidden, kv_heads * vd, bias=qkv_bias)
+        self.o_proj = nn.Linear(heads * vd, hidden, bias=o_bias)
         self.qk_norm = "head" if qk_norm is True else (qk_norm or None)
         self.qk_norm_after_rope = qk_norm_after_rope   # HunYuan normalises the rotated q and k
         if query_scale is None and rope is not None and rope.params.get("llama_4_scaling_beta"):
@@ -136,9 +140,9 @@ class Attention(nn.Module):
             self.k_norm = make_norm(style, kv_heads * head_dim if full else (kv_heads, head_dim) if own
                                     else head_dim, norm_eps)
         if sub_norm:
-            self.sub_norm = make_norm(norm_style, heads * head_dim, norm_eps)
+            self.sub_norm = make_norm(norm_style, heads * vd, norm_eps)
         if output_gate:
-            self.g_proj = nn.Linear(hidden, heads * head_dim, bias=False)
+            self.g_proj = nn.Linear(hidden, heads * vd, bias=False)
         if sinks:
             self.sinks = nn.Parameter(torch.zeros(heads))
         if head_gate_act is not None:   # one gate per head on its output: sigmoid (LFM3) or softplus (Laguna)
@@ -169,7 +173,9 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q = q.unflatten(-1, (self.heads, self.head_dim))
         k = k.unflatten(-1, (self.kv_heads, self.head_dim))
-        v = v.unflatten(-1, (self.kv_heads, self.head_dim))
+        v = v.unflatten(-1, (self.kv_heads, self.v_head_dim))
+        if self.value_scale is not None:
+            v = v * self.value_scale
         if self.qk_norm in ("head", "per_head_weights", "weightless") and not self.qk_norm_after_rope:
             q, k = self.q_norm(q), self.k_norm(k)
         return q, k, v, q_gate
@@ -230,7 +236,7 @@ class Attention(nn.Module):
         if q_gate is not None:
             o = o * torch.sigmoid(q_gate.float())
         if hasattr(self, "g_proj"):
-            o = o * torch.sigmoid(self.g_proj(x).float()).unflatten(-1, (self.heads, self.head_dim))
+            o = o * torch.sigmoid(self.g_proj(x).float()).unflatten(-1, (self.heads, self.v_head_dim))
         if hasattr(self, "head_gate_proj"):
             o = o * self.head_gate_act(self.head_gate_proj(x).float()).unsqueeze(-1)
         new_cache = None

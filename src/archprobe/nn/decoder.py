@@ -72,6 +72,8 @@ class HybridConfig:
     sliding_window: int | None = None
     qk_norm: bool = False
     qk_norm_style: str | None = None     # the q/k norms' kind when it differs from norm_style (StableLM 2)
+    attn_v_head_dim: int | None = None   # value heads of another width than q/k heads (MiMo-V2-Flash)
+    attn_value_scale: float | None = None  # values scaled before attention (MiMo-V2-Flash attention_value_scale)
     attn_output_gate: bool = False
     attn_gate_in_q: bool = False         # Qwen3-Next: q_proj emits [q | gate] per head
     partial_rotary_factor: float = 1.0
@@ -191,6 +193,8 @@ class HybridConfig:
     alibi_scaled: bool = False         # Falcon: ALiBi added before the softmax scale (scaled with the scores)
     mlp_bias: bool = False
     residual_multiplier: float = 1.0   # Granite: x + m * f(x)
+    # block norm_residual (MiniMax-01): x = a n(x) + b f(n(x)) at the mixer, then at the FFN: (a, b, a', b')
+    norm_residual_scales: tuple = (1.0, 1.0, 1.0, 1.0)
     embed_scale: float = 1.0           # Gemma sqrt(H), Granite embedding_multiplier
     learned_positions: int = 0         # rows of a learned absolute position table (GPT-2); 0: none
     position_offset: int = 0           # OPT reads row t + 2
@@ -356,7 +360,8 @@ def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
                          query_scale=cfg.attn_query_scale, clip_qkv=cfg.clip_qkv,
                          sub_norm=cfg.attn_sub_norm, alibi_scaled=cfg.alibi_scaled,
                          chunk=cfg.attn_chunk_size, head_gate_act=cfg.attn_head_gate,
-                         qk_norm_style=cfg.qk_norm_style)
+                         qk_norm_style=cfg.qk_norm_style, v_head_dim=cfg.attn_v_head_dim,
+                         value_scale=cfg.attn_value_scale)
     return None
 
 
@@ -407,6 +412,7 @@ class DecoderLayer(nn.Module):
         mixer_kind, ffn_kind = cfg.mixer_types[index], cfg.ffn_types[index]
         self.index, self.residual, self.block = index, cfg.residual, cfg.block
         self.multiplier = cfg.residual_multiplier
+        self.norm_residual_scales = cfg.norm_residual_scales
         pre, post = cfg.block != "post", cfg.block in ("post", "sandwich")
         where = cfg.norm_placements
         if where is None:
@@ -572,8 +578,9 @@ class HybridDecoder(nn.Module):
                 if layer.parallel:
                     x = x + a + layer.ffn_out(x, pins.get(i))
                 elif layer.block == "norm_residual":     # ffn_out norms its own input: the same n2(x)
-                    x = layer.input_layernorm(x) + a
-                    x = layer.post_attention_layernorm(x) + layer.ffn_out(x, pins.get(i))
+                    am, bm, af, bf = layer.norm_residual_scales
+                    x = am * layer.input_layernorm(x) + bm * a
+                    x = af * layer.post_attention_layernorm(x) + bf * layer.ffn_out(x, pins.get(i))
                 elif cfg.residual == "gated":
                     x = x + layer.attn_res_gate * a
                     x = x + layer.mlp_res_gate * layer.ffn_out(x, pins.get(i))

@@ -78,12 +78,13 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
     out_words = OUT_WORDS
     if len(convs) >= 3 and not any(vec_len(v) == convs[0].shape[0] for v in vecs):
         return _gdn_split(pool, convs, vecs, mats, H, cfg)
-    if len(convs) >= 3:
-        D = convs[0].shape[0]
+    fused_kda = len(convs) == 1 and _fused_kda_width(convs[0], vecs, mats, H)
+    if len(convs) >= 3 or fused_kda:
+        D = fused_kda or convs[0].shape[0]
         writer = next(iter(_by_words([m for m in mats if m.shape == (H, D)], out_words)[::-1]), None)
         named = [m for m in mats if m.shape == (H, D) and words(m.path) & out_words]
         writer = named[0] if named else writer
-        return _kda(pool, convs, vecs, mats, writer, H, cfg)
+        return _kda(pool, convs, vecs, mats, writer, H, cfg, D)
     # the writer maps some inner width back to H; a low-rank pair's up-projection ([X, r] beside [r, H]) is not it
     writer = next((m for m in mats if m.shape[0] == H and m.shape[1] != H
                    and not any(r.shape == (m.shape[1], H) for r in mats)), None) or next(
@@ -265,9 +266,19 @@ def _gdn_split(pool, convs, vecs, mats, H, cfg) -> Bound | None:
     return b
 
 
-def _kda(pool, convs, vecs, mats, writer, H, cfg) -> Bound:
-    D = convs[0].shape[0]
+def _fused_kda_width(conv: Module, vecs: list[Module], mats: list[Module], H: int) -> int | None:
+    """KDA with one depthwise conv over q | k | v (transformers' `conv1d` [3D, 1, K]): the per-channel width D
+    when three readers [D, H] and a per-channel decay bias [D] stand beside it; None otherwise."""
+    C = conv.shape[0]
+    D = C // 3
+    if C % 3 or sum(m.shape == (D, H) for m in mats) < 3 or not any(v.shape == (D,) for v in vecs):
+        return None
+    return D
+
+
+def _kda(pool, convs, vecs, mats, writer, H, cfg, D) -> Bound:
     b = Bound(Mixer("kda"))
+    fused_conv = convs[0] if convs[0].shape[0] == 3 * D else None
     qkv_convs = _by_words([c for c in convs if c.shape[0] == D], {"q", "q_conv1d"}, {"k", "k_conv1d"},
                           {"v", "v_conv1d"})[:3]
     readers = [m for m in mats if m.shape == (D, H) and m is not writer]
@@ -304,7 +315,8 @@ def _kda(pool, convs, vecs, mats, writer, H, cfg) -> Bound:
         m.gate_lower_bound = cfg.first_float("kda_lower_bound")
     if a_log is not None:
         m.a_log_stored = a_log.weight.info.numel
-    m.evidence = [ev(convs[0], f"three depthwise convs [{D}, 1, K] (q, k, v)")]
+    m.evidence = [ev(convs[0], f"one depthwise conv [{3 * D}, 1, K] over q | k | v" if fused_conv is not None
+                     else f"three depthwise convs [{D}, 1, K] (q, k, v)")]
     if dt is not None:
         m.evidence.append(ev(dt, f"channel-wise decay bias: {D} = {heads} heads x {hd}"))
     if f_pair is not None:
@@ -315,6 +327,7 @@ def _kda(pool, convs, vecs, mats, writer, H, cfg) -> Bound:
     roles = [("q", q), ("k", k), ("v", v), ("g", gate), ("b", beta), ("dt_bias", dt), ("A_log", a_log),
              ("o_norm", o_norm), ("o", writer), ("f", f_full)]
     roles += list(zip(("q_conv", "k_conv", "v_conv"), qkv_convs, strict=False))
+    roles.append(("conv1d", fused_conv))
     if f_pair:
         roles += [("f_a", f_pair[0]), ("f_b", f_pair[1])]
     if g_pair:
@@ -446,6 +459,29 @@ def _lowrank(mods, down, ups, H, cfg) -> Bound:
 
 
 # --- softmax attention ------------------------------------------------------------------------------------
+def _value_heads_apart(readers: list[tuple[Module, int]], Wo: int, nh: int | None):
+    """(q, k, v) where the value heads differ in width from the q/k heads (MiMo-V2-Flash: 192 vs 128):
+    q = nh dqk, k = kvh dqk, v = kvh dv and o reads nh dv, so Wq / Wk = Wo / Wv with Wv != Wk. Three widths:
+    the one assignment that fits (the widest of q and k being q). Two equal widths wider than the third, the
+    third being o's own width: q and k of as many heads (names order them) and the values (kvh = nh); the usual
+    layout has its equal pair (k, v) no wider than q. None otherwise."""
+    if not nh or len(readers) != 3 or Wo % nh:
+        return None
+    widths = {w for _, w in readers}
+    if len(widths) == 3:
+        fits = [(q, k, v) for q, wq in readers for k, wk in readers for v, wv in readers
+                if len({id(q), id(k), id(v)}) == 3 and wq > wk and wq * wv == wk * Wo and wv != wk
+                and wq % nh == 0 and wk % (wq // nh) == 0]
+        return fits[0] if len(fits) == 1 else None
+    pair_w = max(widths)
+    pair = [m for m, w in readers if w == pair_w]
+    odd = [(m, w) for m, w in readers if w != pair_w]
+    if len(pair) != 2 or len(odd) != 1 or odd[0][1] != Wo or pair_w % nh:
+        return None
+    q, k = _by_words(pair, {"q", "q_proj", "query", "wq"}, {"k", "k_proj", "key", "wk"})
+    return q, k, odd[0][0]
+
+
 def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = None) -> Bound | None:
     mats = [m for m in mods if len(m.shape) == 2 and "indexer" not in words(m.path) and m.shape != (1, H)]
     if not mats:
@@ -502,7 +538,14 @@ def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = N
         for m, w in readers:
             by_width.setdefault(w, []).append(m)
         kv_w = next((w for w, ms in sorted(by_width.items()) if len(ms) == 2 and w != Wo and w != 2 * Wo), None)
-        if kv_w is not None:
+        qkv_v = _value_heads_apart(readers, Wo, nh)
+        if qkv_v is not None:         # value heads of another width than q/k heads (MiMo-V2-Flash)
+            q, k, v = qkv_v
+            hd = (q.shape[1] if transposed else q.shape[0]) // nh
+            mixer.v_head_dim = Wo // nh
+            kv_w = k.shape[1] if transposed else k.shape[0]
+            rest = [m for m, w in readers if m not in qkv_v]
+        elif kv_w is not None:
             k, v = _by_words(by_width[kv_w], {"k", "k_proj", "key", "wk"}, {"v", "v_proj", "value", "wv"})
             rest = [m for m, w in readers if m not in (k, v)]
             q = next((m for m in _by_words(rest, {"q", "q_proj", "query", "wq"})), None)

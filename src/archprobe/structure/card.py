@@ -252,6 +252,7 @@ class Residual:
     kind: str = "identity"           # identity, gated, depth_weights, attnres
     block_size: int | None = None
     multiplier: float | None = None  # x + m * branch(x) (granite residual_multiplier); None: 1
+    scales: dict | None = None       # from_norm (MiniMax-01): {mixer: [alpha, beta], ffn: [alpha, beta]}; None: 1s
 
 
 @dataclass

@@ -17,7 +17,7 @@ from archprobe.formats.checkpoint import RawCheckpoint
 from archprobe.formats.quant import classify, summarize
 from archprobe.structure.bind_layer import bind_layer, common_prefix_len, norm_eps
 from archprobe.structure.card import Card
-from archprobe.structure.config import ConfigView
+from archprobe.structure.config import ConfigError, ConfigView
 from archprobe.structure.modules import Module, group_modules, words
 from archprobe.structure.norm_convention import plain_gain_source
 from archprobe.structure.positions import derive_positions
@@ -110,7 +110,13 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
     vocab_like = [m for m in mats if V is None or V <= m.shape[0] <= V + 128 + V // 50]   # padded vocab
     roles: dict[str, Module] = {}
     if vocab_like:
-        vocab_like.sort(key=lambda m: (2 if words(m.path) & HEAD_WORDS else 0 if words(m.path) & EMBED_WORDS else 1,
+        # the embedding feeds the trunk (it sits beside the layers, under their parent module), the head reads
+        # the trunk's output from outside it: position decides where it separates them, names only after that
+        trunk = (table.layer_prefix or "").rpartition(".")[0]
+        inside = {id(m): bool(trunk) and m.path.startswith(trunk + ".") for m in vocab_like}
+        by_place = len(set(inside.values())) > 1
+        vocab_like.sort(key=lambda m: (by_place and not inside[id(m)],
+                                       2 if words(m.path) & HEAD_WORDS else 0 if words(m.path) & EMBED_WORDS else 1,
                                        m.path.count("."), m.path))
         roles["embed"] = vocab_like[0]
         if len(vocab_like) > 1:
@@ -218,13 +224,19 @@ def _mup_multipliers(cfg: ConfigView) -> dict:
     return out
 
 
-def _from_norm_kind(cfg: ConfigView, mixer_kind: str) -> str:
+def _from_norm_scales(cfg: ConfigView, mixer_kind: str) -> tuple[dict | None, str]:
     """MiniMax-01's residual is the normed stream, x = alpha n(x) + beta f(n(x)) with alpha/beta from
-    `{linear_attn,full_attn,mlp}_{alpha,beta}_factor`; `from_norm` when they are all 1, else a kind nothing
-    runs (`from_norm_scaled`) so validate refuses rather than drop them."""
+    `{linear_attn,full_attn,mlp}_{alpha,beta}_factor` (transformers' MiniMaxDecoderLayer.forward); the released
+    MiniMax-Text-01 sets every alpha to (2 L)^(1/4). None when they are all 1."""
     site = "linear_attn" if mixer_kind == "lightning" else "full_attn"
-    factors = [cfg.get(f"{s}_{w}_factor", 1) for s in (site, "mlp") for w in ("alpha", "beta")]
-    return "from_norm" if all(f == 1 for f in factors) else "from_norm_scaled"
+    scales = {part: [cfg.get(f"{s}_{w}_factor", 1) for w in ("alpha", "beta")]
+              for part, s in (("mixer", site), ("ffn", "mlp"))}
+    bad = [v for vs in scales.values() for v in vs if isinstance(v, bool) or not isinstance(v, (int, float))]
+    if bad:
+        raise ConfigError(f"config.json: {site}/mlp alpha/beta factors must be numbers, not {str(bad[0])[:40]!r}")
+    if all(v == 1 for vs in scales.values() for v in vs):
+        return None, "default"
+    return {k: [float(v) for v in vs] for k, vs in scales.items()}, f"config:{site}_alpha_factor"
 
 
 def _bf16(x: float) -> float:
@@ -371,13 +383,20 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             mup = _mup_multipliers(cfg)
             if mup:
                 m.layout["mup_multipliers"] = mup
+        vscale = cfg.first_float("attention_value_scale")
+        if m.kind in ("gqa", "mha", "mqa") and vscale is not None and vscale != 1:   # MiMo-V2-Flash: v * 0.707
+            m.layout["value_scale"] = vscale
+            card.origins[f"{p}.mixer.layout.value_scale"] = "config:attention_value_scale"
         if m.layout.get("head_gate") and cfg.default("head_gate_act"):     # a per-head output gate's activation
             m.layout["head_gate_act"] = cfg.default("head_gate_act")
             card.origins[f"{p}.mixer.layout.head_gate_act"] = "default"
         if m.kind in ("gated_deltanet", "lightning"):
             _set(card, f"{p}.mixer.norm_eps", cfg.default("linear_norm_eps"), "default")
         if cfg.default("residual_from_norm"):
-            _set(card, f"{p}.residual.kind", _from_norm_kind(cfg, m.kind), "default")
+            _set(card, f"{p}.residual.kind", "from_norm", "default")
+            scales, where = _from_norm_scales(cfg, m.kind)
+            if scales is not None:
+                _set(card, f"{p}.residual.scales", scales, where)
         if m.kind == "moa":   # JetMoE's attention experts take the same top-k as its FFN experts
             _set(card, f"{p}.mixer.top_k", top_k, f"config:{k_where}")
             card.origins.setdefault(f"{p}.mixer.num_experts", "shape")

@@ -56,6 +56,7 @@ MIXER_PARAMS = {
 }
 # Gated DeltaNet roles stored apart (q/k/v and their convs) or all in one (`in_proj`): joined or split at load
 GDN_SOURCES = ("q", "k", "v", "q_conv", "k_conv", "v_conv", "in_proj")
+KDA_FUSED_CONV = "src:self_attn.kda_conv1d.weight"    # KDA's q | k | v conv stored as one, split at load
 FFN_PARAMS = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 NORM_MODULES = {"pre_mixer": "input_layernorm", "pre_ffn": "post_attention_layernorm",
                 "post_mixer": "post_mixer_norm", "post_ffn": "post_ffn_norm",
@@ -259,6 +260,9 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["attn_output_gate"] = gate == "sigmoid_g_proj"
         out["attn_gate_in_q"] = gate == "fused_in_q_proj"
         out["attn_scale"] = getattr(m, "scale", None)
+        if m.v_head_dim and m.v_head_dim != out["head_dim"]:
+            out["attn_v_head_dim"] = m.v_head_dim
+        out["attn_value_scale"] = (m.layout or {}).get("value_scale")
         out["qk_norm_after_rope"] = bool(getattr(m, "qk_norm_after_rope", None))
         out["attn_query_scale"] = getattr(m, "query_scale", None)
         no_rope = m.rope is False or m.alibi or card.embed.pos_kind in ("learned", "alibi", "none", "sinusoidal")
@@ -462,6 +466,8 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         if out["block"] != "pre":
             raise Unsupported(f"{p}.residual.kind from_norm with a {out['block']} block")
         out["block"], residual = "norm_residual", "identity"
+        sc = layer.residual.scales or {}
+        out["norm_residual_scales"] = (*sc.get("mixer", (1.0, 1.0)), *sc.get("ffn", (1.0, 1.0)))
     if residual not in ("identity", "attnres", "depth_weights"):
         raise Unsupported(f"{p}.residual.kind {residual!r} from a card")
     if residual == "attnres":
@@ -679,6 +685,8 @@ def _layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
             return f"src:self_attn.qkv{suffix}"
         if kind == "gated_deltanet" and stem in GDN_SOURCES and not bias:
             return f"src:self_attn.gdn_{stem}.weight"
+        if kind == "kda" and stem == "conv1d" and not bias:
+            return KDA_FUSED_CONV
         if stem not in table:
             return None
         name = "self_attn." + table[stem]
@@ -741,6 +749,10 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
             part.names[src] = part.names.pop(target)
             part.derived.append(Derived(target, (src,), lambda t: t.reshape(-1).contiguous()))
     _gdn_sources(part, cfg)
+    if KDA_FUSED_CONV in part.names:      # one conv over q | k | v, each D wide (transformers' Kimi Linear)
+        for i, which in enumerate(("q", "k", "v")):
+            part.derived.append(Derived(f"self_attn.{which}_conv1d.weight", (KDA_FUSED_CONV,),
+                                        lambda t, i=i: t.chunk(3, dim=0)[i].contiguous()))
     for src in [t for t in part.names if t.startswith("src:") and not t.startswith(("src:T:", "src:F:"))]:
         body = src[4:]
         bias = body.endswith(".bias")
