@@ -26,7 +26,8 @@ def test_budget_and_devices():
     assert parse_budget("8x141GB") == (8, 141 * 10 ** 9)
     assert parse_budget("80GiB") == (1, 80 * 2 ** 30)
     assert all(d.source and d.memory_bytes and d.bandwidth_bytes_per_s for d in DEVICES.values())
-    assert device("H200").memory_bytes == 141 * 2 ** 30
+    assert device("H200").memory_bytes == 143771 * 2 ** 20          # as CUDA reports it, not 141e9 nor 141 GiB
+    assert device("h100").memory_bytes == 81559 * 2 ** 20 and "81559MiB" in device("h100").source
     with pytest.raises(DeviceError, match="close: .*h200"):
         device("h2000")
 
@@ -68,7 +69,7 @@ def test_smallest_deployment_and_cap(k3):
     assert d["largest_fitting_context"] == 1 << 20 and d["capped_at_model_max"]
     assert d["bounds"]["decode_tokens_per_s_max"] > 0 and d["device"]["source"]
     v = sizing_document(k3, 131072, 1, gpu="h200", engine_name="vllm")
-    assert v["engine"]["version"] and v["usable_device_bytes"] == int(0.9 * 141 * 2 ** 30)
+    assert v["engine"]["version"] and v["usable_device_bytes"] == int(0.9 * 143771 * 2 ** 20)
     assert any("gpu_memory_utilization 0.9 (default)" in a for a in v["assumptions"])
 
 
@@ -131,7 +132,10 @@ def test_engine_rules_change_the_answer(k3):
     assert per_rank_mla == 11 * MLA_TOKEN * 256           # stage 0 (layers 0-46) has 11 MLA layers: one more page each
     assert v["per_device"][0]["overhead_bytes"] > 0               # the CUDA-graph pool
     s = sizing_document(k3, T, 1, gpu="h200", devices=16, engine_name="sglang")
-    assert s["usable_device_bytes"] == int(0.88 * 141 * 2 ** 30) and s["engine"]["name"] == "sglang"
+    # SGLang's own default on an H200 (143,771 MiB) at TP8 x PP2: 512 + 8192 x 1.5 + 512 x 2 + 16 / 8 x 1024 =
+    # 15,872 MiB reserved, (143771 - 15872) / 143771 = 0.8896 -> 0.89
+    assert s["usable_device_bytes"] == int(0.89 * 143771 * 2 ** 20) and s["engine"]["name"] == "sglang"
+    assert any("mem_fraction_static 0.89 (default)" in a and "15,872 MiB reserved" in a for a in s["assumptions"])
     busy = max(s["per_device"], key=lambda r: r["peak_bytes"])
     assert s["fits"] == (busy["weights_bytes"] + busy["cache_bytes"] <= s["usable_device_bytes"])
 

@@ -283,8 +283,11 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
             raise MemoryPlanError(f"--budget {count}x... and --devices {devices} disagree",
                                   hint="give the count once: --budget 8x141GB or --devices 8 --budget 141GB")
     device_bytes = memory if memory is not None else (dev.memory_bytes if dev else None)
-    eng = make_engine(engine_name, **(engine_opts or {}), device_memory_bytes=device_bytes,
-                      device_name=dev.name if dev else "")
+
+    def engine_for(L):
+        return make_engine(engine_name, **(engine_opts or {}), device_memory_bytes=device_bytes,
+                           device_name=dev.name if dev else "", tp=L.tp, pp=L.pp, speculative=mtp)
+
     plan_engine = engine_name if engine_name in ("vllm", "llamacpp", "reference") else None
     out = plan_memory(doc, context, batch, weight_dtype=weight_dtype, kv_dtype=kv_dtype, engine=plan_engine,
                       chunk=chunk, card=card)
@@ -302,7 +305,7 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
         layout = lay.Layout(ep=ep or 1, dcp=dcp or 1)
 
     def sizer_for(L):
-        return Sizer(doc, weight_dtype=weight_dtype, kv_dtype=kv_dtype, layout=L, engine=eng, device=dev,
+        return Sizer(doc, weight_dtype=weight_dtype, kv_dtype=kv_dtype, layout=L, engine=engine_for(L), device=dev,
                      memory_bytes=memory, mtp=mtp, card=card)
 
     if need_search:
@@ -314,6 +317,7 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
                                   hint="a larger device, a smaller --weight-dtype / --kv-dtype, or less --context")
         layout = found
     sizer = sizer_for(layout)
+    eng = sizer.engine
     sized = sizer.size(context, batch)
     if "usable_device_bytes" in sized:
         heavy = max(sized["per_device"], key=lambda r: r["weights_bytes"])["weights_bytes"]
