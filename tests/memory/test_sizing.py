@@ -150,7 +150,34 @@ def test_mtp_layers_counted_only_when_asked(tmp_path):
     off = sizing_document(doc, 1000, budget=(1, 10 ** 9))["per_device"][0]
     on = sizing_document(doc, 1000, budget=(1, 10 ** 9), mtp=True)["per_device"][0]
     assert on["weights_bytes"] - off["weights_bytes"] == mtp
-    assert on["cache_bytes"] == off["cache_bytes"] * 4 // 3            # 3 layers' caches + the MTP layer's
+    per_token = off["cache_bytes"] // 1000 // 3                        # one layer's K + V per token
+    assert on["cache_bytes"] == 4 * per_token * 1001     # 3 layers + the MTP layer's, 1 lookahead slot each
+
+
+def test_draft_model_adds_its_weights_and_cache_once(tmp_path):
+    """--draft: a separate draft model's weights and cache (context + N draft tokens) join the target on the
+    last stage, split by the same TP; the target's own MTP layers stay unloaded (one drafter at a time), and
+    the target keeps N lookahead slots per sequence."""
+    from tests.support.header_checkpoints import write_llama as _write
+
+    (tmp_path / "target").mkdir()
+    (tmp_path / "draft").mkdir()
+    target = inspect_checkpoint(_write(tmp_path / "target", {}, mtp=True))
+    draft = inspect_checkpoint(_write(tmp_path / "draft", {"num_hidden_layers": 2}, layers=2))
+    T, N = 1000, 3
+    base = sizing_document(target, T + N, budget=(1, 10 ** 9))["per_device"][0]
+    alone = sizing_document(draft, T + N, budget=(1, 10 ** 9))["per_device"][0]
+    both = sizing_document(target, T, budget=(1, 10 ** 9), draft_doc=draft, speculative_tokens=N)
+    r = both["per_device"][0]
+    assert r["weights_bytes"] == base["weights_bytes"] + alone["weights_bytes"]      # no MTP weights
+    assert r["cache_bytes"] == base["cache_bytes"] + alone["cache_bytes"]
+    assert any("draft model" in a and "MTP layers are not loaded" in a for a in both["assumptions"])
+    tp2 = sizing_document(target, T, budget=(2, 10 ** 9), tp=2, draft_doc=draft, speculative_tokens=N)
+    assert tp2["per_device"][0]["cache_bytes"] == r["cache_bytes"] // 2              # both split by TP
+    with pytest.raises(MemoryPlanError, match="one drafter"):
+        sizing_document(target, T, draft_doc=draft, mtp=True)
+    with pytest.raises(MemoryPlanError, match="needs a drafter"):
+        sizing_document(target, T, speculative_tokens=2)
 
 
 @pytest.mark.parametrize("gpu,tokens,seqs", [("h200", 8192, 1024), ("h100", 8192, 1024), ("mi300x", 8192, 1024),

@@ -29,8 +29,9 @@ class Sizer:
 
     def __init__(self, doc: dict, *, weight_dtype=None, kv_dtype=None, state_dtype="float32", layout=None,
                  engine: Engine | None = None, device=None, memory_bytes: int | None = None, mtp: bool = False,
-                 card=None):
+                 card=None, draft: Sizer | None = None, speculative_tokens: int | None = None):
         self.doc, self.card = doc, card_of(doc, card)
+        self.draft = draft
         self.layout = layout or lay.Layout()
         self.engine, self.device, self.mtp = engine, device, mtp
         self.memory = memory_bytes if memory_bytes is not None else (device.memory_bytes if device else None)
@@ -51,6 +52,8 @@ class Sizer:
         self.by_comp = dict(params.get("stored_bytes_by_component") or {"other": stored})
         self.by_layer = params.get("stored_bytes_by_layer") or [{} for _ in self.card.layers]
         self.mtp_count = _mtp_layers(self.card)
+        # the target keeps that many lookahead slots per sequence while drafts are verified
+        self.spec_tokens = (speculative_tokens or max(1, self.mtp_count)) if (mtp or draft) else 0
         if not mtp:
             self.by_comp.pop("mtp", None)
         eng = engine.name if engine else None
@@ -114,15 +117,21 @@ class Sizer:
                 out[-1] += self.mtp_count * b * lay.cache_share(kind, self.card.layers[i].mixer, self.layout)
         return out
 
+    def _draft_per_sequence(self, T: int) -> float:
+        return sum(self.draft.stage_cache_per_sequence(T + self.spec_tokens)) if self.draft else 0.0
+
     def size(self, T: int, batch: int) -> dict:
         L = self.layout
         seqs = math.ceil(batch / L.dp)
-        caches = self.stage_cache_per_sequence(T)
+        caches = self.stage_cache_per_sequence(T + self.spec_tokens)
+        if self.draft:                  # the draft sits with the last pipeline stage, split by the same TP
+            caches[-1] += self._draft_per_sequence(T)
+        draft_w = sum(self.draft._stage_weights) if self.draft else 0
         fixed = self._fixed_acts
         per_device = []
         for d in range(L.dp):
             for s in range(L.pp):
-                w = self._stage_weights[s]
+                w = self._stage_weights[s] + (draft_w if s == L.pp - 1 else 0)
                 c = int(caches[s] * seqs)
                 if fixed:
                     acts, overhead = fixed[0], fixed[1]
@@ -197,7 +206,16 @@ class Sizer:
         else:
             out.append("no engine: the full device memory is usable, no reserve")
         out.append("activations per device: not divided by TP (an upper estimate of the transients)")
-        if self.mtp_count:
+        if self.draft:
+            d = self.draft
+            out.append(f"speculative decoding with a draft model ({d.doc.get('model_type') or 'draft'}, "
+                       f"{sum(d._stage_weights):,} bytes of weights per rank): loaded on the last pipeline stage, "
+                       f"split by TP{self.layout.tp} like the target, with its own cache of the context + "
+                       f"{self.spec_tokens} draft token(s); the checkpoint's MTP layers are not loaded")
+        if self.spec_tokens:
+            out.append(f"speculative tokens {self.spec_tokens}: every sequence's cache holds that many lookahead "
+                       "slots beyond the context")
+        if self.mtp_count and not self.draft:
             out.append(f"MTP: {self.mtp_count} checkpoint MTP layer(s) " + (
                 "loaded, each with its own cache (speculative decoding on)" if self.mtp
                 else "not loaded (speculative decoding off; --mtp counts their weights and cache)"))
@@ -265,7 +283,8 @@ def parse_budget(text: str) -> tuple[int, int]:
 def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=None, kv_dtype=None, gpu=None,
                     devices: int | None = None, budget: tuple[int, int] | None = None, tp=None, ep=None, pp=None,
                     dp=None, dcp=None, pp_layers=None, engine_name=None, engine_opts=None, mtp=False,
-                    chunk=None, card=None) -> dict:
+                    chunk=None, card=None, draft_doc: dict | None = None, speculative_tokens: int | None = None
+                    ) -> dict:
     """The `archprobe.memory/1` plan with the contract's sizing fields: which device, how many, what layout,
     under which engine, and whether the busiest device fits."""
     from archprobe.memory.bounds import bounds
@@ -273,6 +292,12 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
     from archprobe.memory.engines import engine as make_engine
 
     card = card_of(doc, card)
+    if draft_doc is not None and mtp:
+        raise MemoryPlanError("--draft and --mtp both ask for speculative decoding; an engine runs one drafter",
+                              hint="keep --draft SOURCE (a separate draft model) or --mtp (the checkpoint's own "
+                                   "MTP layers), not both")
+    if speculative_tokens and draft_doc is None and not mtp:
+        raise MemoryPlanError("--speculative-tokens needs a drafter", hint="add --mtp or --draft SOURCE")
     dev = find_device(gpu) if gpu else None
     memory = None
     if budget is not None:
@@ -304,9 +329,18 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
     else:
         layout = lay.Layout(ep=ep or 1, dcp=dcp or 1)
 
+    def draft_for(L):
+        if draft_doc is None:
+            return None
+        try:
+            return Sizer(draft_doc, weight_dtype=weight_dtype, kv_dtype=kv_dtype, layout=lay.Layout(tp=L.tp))
+        except lay.LayoutError as exc:
+            raise lay.LayoutError(f"the draft model: {exc.message}", hint=exc.hint) from None
+
     def sizer_for(L):
         return Sizer(doc, weight_dtype=weight_dtype, kv_dtype=kv_dtype, layout=L, engine=engine_for(L), device=dev,
-                     memory_bytes=memory, mtp=mtp, card=card)
+                     memory_bytes=memory, mtp=mtp, card=card, draft=draft_for(L),
+                     speculative_tokens=speculative_tokens)
 
     if need_search:
         n, found = smallest_deployment(sizer_for, card, context, batch)
