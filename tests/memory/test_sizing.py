@@ -81,6 +81,15 @@ def test_bad_layouts_and_budgets_name_the_fix(k3):
     with pytest.raises(MemoryPlanError, match="weights alone") as e:
         sizing_document(k3, 4096, budget=parse_budget("8x141GB"))
     assert "at least" in e.value.hint
+    with pytest.raises(MemoryPlanError, match="weights alone") as e:
+        sizing_document(k3, 4096, gpu="h200", devices=16, tp=8, pp=1)        # the rest goes to DP: 2 replicas
+    assert "each of the DP2 replicas holds the whole model" in e.value.hint
+    filled = sizing_document(k3, 4096, gpu="h200", devices=16, tp=8)        # PP is the one left out
+    assert filled["layout"]["pp"] == 2 and filled["devices"] == 16 and filled["fits"]
+    from archprobe.cli.options import OptionError
+
+    with pytest.raises(OptionError, match="'8x': a positive size"):
+        parse_budget("8x")
 
 
 def test_tradeoffs_by_hand_k3(k3):

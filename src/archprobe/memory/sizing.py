@@ -277,7 +277,12 @@ def parse_budget(text: str) -> tuple[int, int]:
         t = rest
         if not 1 <= count <= 1 << 20:
             raise options.OptionError(f"--budget {text!r}: the device count must be 1 to 2^20", hint="e.g. 8x141GB")
-    return count, options.size(t, "--budget")
+    try:
+        return count, options.size(t, "--budget")
+    except options.OptionError:
+        shown = str(text)[:40].encode("ascii", "replace").decode()
+        raise options.OptionError(f"--budget {shown!r}: a positive size with a unit, optionally N x before it",
+                                  hint="e.g. 80GB, 141GiB or 8x141GB") from None
 
 
 def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=None, kv_dtype=None, gpu=None,
@@ -317,6 +322,13 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
     out = plan_memory(doc, context, batch, weight_dtype=weight_dtype, kv_dtype=kv_dtype, engine=plan_engine,
                       chunk=chunk, card=card)
     given = [v for v in (tp, pp, dp) if v]
+    if given and devices is not None:          # --devices 16 --tp 8: the one left out takes the rest (PP, else DP)
+        known = (tp or 1) * (pp or 1) * (dp or 1)
+        if devices % known == 0 and devices > known:
+            if pp is None and not pp_layers:
+                pp = devices // known
+            elif dp is None:
+                dp = devices // known
     need_search = dev is not None and devices is None and not given and memory is None
     if given:
         layout = lay.Layout(tp=tp or 1, ep=ep or 1, pp=pp or 1, dp=dp or 1, dcp=dcp or 1,
@@ -362,8 +374,11 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
             n = math.ceil(sum(doc["storage"]["dtypes"].values()) * sizer.weight_scale / per)
             raise MemoryPlanError(f"the weights alone ({human_bytes(heavy)} on the busiest of {layout.devices} "
                                   f"device(s)) exceed the {human_bytes(sized['usable_device_bytes'])} usable per "
-                                  "device", hint=f"use at least {n} devices (--devices, or --gpu alone to find the "
-                                                 "count), or a smaller --weight-dtype")
+                                  "device", hint=(f"each of the DP{layout.dp} replicas holds the whole model: give "
+                                                  f"it at least {n} devices (TP x PP), or a smaller --weight-dtype"
+                                                  if layout.dp > 1 else
+                                                  f"use at least {n} devices (--devices, or --gpu alone to find the "
+                                                  "count), or a smaller --weight-dtype"))
     out.update(sized)
     out["device"] = ({"name": dev.name, "label": dev.label, "memory_bytes": memory or dev.memory_bytes,
                       "bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s, "bf16_flops_per_s": dev.bf16_flops,
