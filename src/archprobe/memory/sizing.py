@@ -53,7 +53,8 @@ class Sizer:
         self.by_layer = params.get("stored_bytes_by_layer") or [{} for _ in self.card.layers]
         self.mtp_count = _mtp_layers(self.card)
         # the target keeps that many lookahead slots per sequence while drafts are verified
-        self.spec_tokens = (speculative_tokens or max(1, self.mtp_count)) if (mtp or draft) else 0
+        drafter = draft is not None or (mtp and self.mtp_count > 0)
+        self.spec_tokens = (speculative_tokens or max(1, self.mtp_count)) if drafter else 0
         if not mtp:
             self.by_comp.pop("mtp", None)
         eng = engine.name if engine else None
@@ -215,6 +216,8 @@ class Sizer:
         if self.spec_tokens:
             out.append(f"speculative tokens {self.spec_tokens}: every sequence's cache holds that many lookahead "
                        "slots beyond the context")
+        if self.mtp and not self.mtp_count:
+            out.append("--mtp: the checkpoint has no MTP layers (none set aside as mtp); nothing added")
         if self.mtp_count and not self.draft:
             out.append(f"MTP: {self.mtp_count} checkpoint MTP layer(s) " + (
                 "loaded, each with its own cache (speculative decoding on)" if self.mtp
