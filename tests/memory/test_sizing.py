@@ -203,3 +203,13 @@ def test_vllm_batch_defaults_follow_the_device(gpu, tokens, seqs):
     assert any(f"max_num_seqs {seqs} (default)" in r for r in e.rules)
     given = engine("vllm", device_memory_bytes=d.memory_bytes, device_name=d.name, max_num_seqs=7)
     assert given.max_num_seqs == 7 and any("max_num_seqs 7 (given)" in r for r in given.rules)
+
+
+@pytest.mark.parametrize("seqs,spec,mbt,graph", [(1024, 0, 8192, 512), (8, 0, 8192, 16), (8, 3, 8192, 64),
+                                                 (256, 0, 128, 128)])
+def test_vllm_cuda_graph_capture_size(seqs, spec, mbt, graph):
+    """vLLM config/vllm.py _set_cudagraph_sizes: the largest captured batch is max_num_seqs x (1 + speculative
+    tokens) x 2, at most 512 and at most max_num_batched_tokens."""
+    e = engine("vllm", max_num_seqs=seqs, max_num_batched_tokens=mbt, speculative_tokens=spec)
+    assert e.cuda_graph_tokens == graph
+    assert engine("vllm", max_num_seqs=seqs, cuda_graphs=False).cuda_graph_tokens == 0

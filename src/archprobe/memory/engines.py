@@ -94,7 +94,7 @@ def engine(name: str | None, *, gpu_memory_utilization: float | None = None, blo
            max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
            mem_fraction_static: float | None = None, cuda_graphs: bool = True,
            device_memory_bytes: int | None = None, device_name: str = "", tp: int = 1, pp: int = 1,
-           speculative: bool = False) -> Engine | None:
+           speculative_tokens: int = 0) -> Engine | None:
     """The rule set of engine `name` with the user's overrides; None for no engine (the bare model).
     vLLM's batch defaults depend on the device (`device_memory_bytes`, `device_name`; unknown: a large one)."""
     if name is None or name == "reference":
@@ -107,7 +107,9 @@ def engine(name: str | None, *, gpu_memory_utilization: float | None = None, blo
         seqs, s = _chosen(max_num_seqs, 1024 if large else 256, "max_num_seqs")
         which = ("a GPU of >= 70 GiB, not an A100" if large else "a GPU under 70 GiB or an A100") + (
             "" if device_memory_bytes is not None else "; no device named, a large one assumed")
-        graph = min(512, seqs) if cuda_graphs else 0
+        # config/vllm.py _set_cudagraph_sizes: max_num_seqs x (1 + speculative tokens) x 2, at most 512 and at
+        # most max_num_batched_tokens
+        graph = min(seqs * (1 + speculative_tokens) * 2, 512, mbt) if cuda_graphs else 0
         rules = [f"vLLM {VLLM_VERSION}",
                  f"{u}: the engine uses at most that share of each device; weights, the profiled activation "
                  "peak and the CUDA-graph pool come out of it and the rest is the KV cache pool",
@@ -115,7 +117,8 @@ def engine(name: str | None, *, gpu_memory_utilization: float | None = None, blo
                  f"{m}: the memory profile runs one forward of that many tokens (chunked prefill's largest step); "
                  "its activation peak is reserved",
                  f"{s}: at most that many sequences run at once (the OpenAI server's default on {which})",
-                 (f"CUDA graphs captured up to a decode batch of {graph}: that batch's activations are kept"
+                 (f"CUDA graphs captured up to a decode batch of {graph} tokens (max_num_seqs x (1 + speculative "
+                  f"tokens) x 2, at most 512): that batch's activations are kept"
                   if graph else "CUDA graphs off (--enforce-eager): no graph pool"),
                  "hybrid KV cache manager: sliding-window layers hold ceil(window / block) + 1 pages per sequence, "
                  "Mamba / linear-attention layers one state per sequence",
@@ -123,7 +126,7 @@ def engine(name: str | None, *, gpu_memory_utilization: float | None = None, blo
                  "with --enable-expert-parallel, tensor parallel otherwise)"]
         return Engine("vllm", VLLM_VERSION, bs, util, mbt, seqs, graph, True, "all", rules)
     if name == "sglang":
-        default, why = sglang_default_fraction(device_memory_bytes, tp, pp, speculative)
+        default, why = sglang_default_fraction(device_memory_bytes, tp, pp, speculative_tokens > 0)
         frac, f = _chosen(mem_fraction_static, default, "mem_fraction_static")
         rules = [f"SGLang {SGLANG_VERSION}",
                  f"{f}: weights + the KV pool may use that share of each device; activations and CUDA graphs use "

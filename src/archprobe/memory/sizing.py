@@ -317,9 +317,12 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
                                   hint="give the count once: --budget 8x141GB or --devices 8 --budget 141GB")
     device_bytes = memory if memory is not None else (dev.memory_bytes if dev else None)
 
+    mtp_count = _mtp_layers(card)
+    spec = (speculative_tokens or max(1, mtp_count)) if (draft_doc is not None or (mtp and mtp_count)) else 0
+
     def engine_for(L):
         return make_engine(engine_name, **(engine_opts or {}), device_memory_bytes=device_bytes,
-                           device_name=dev.name if dev else "", tp=L.tp, pp=L.pp, speculative=mtp)
+                           device_name=dev.name if dev else "", tp=L.tp, pp=L.pp, speculative_tokens=spec)
 
     plan_engine = engine_name if engine_name in ("vllm", "llamacpp", "reference") else None
     out = plan_memory(doc, context, batch, weight_dtype=weight_dtype, kv_dtype=kv_dtype, engine=plan_engine,
