@@ -50,8 +50,10 @@ def qwen3_235b(tmp_path_factory):
 def deepseek_v3(tmp_path_factory):
     from transformers import DeepseekV3Config
 
-    # transformers' defaults are deepseek-ai/DeepSeek-V3's config (61 layers, 256 experts, kv_lora_rank 512)
-    return inspect_checkpoint(write_peer_checkpoint(tmp_path_factory.mktemp("dsv3"), DeepseekV3Config(), shards=8))
+    # transformers' defaults are deepseek-ai/DeepSeek-V3's config (61 layers, 256 experts, kv_lora_rank 512) but
+    # for the context: the published config says 163,840 (YaRN x40 over 4,096)
+    cfg = DeepseekV3Config(max_position_embeddings=163840)
+    return inspect_checkpoint(write_peer_checkpoint(tmp_path_factory.mktemp("dsv3"), cfg, shards=8))
 
 
 # huggingface.co/blog/llama31, "Inference memory requirements": KV cache in FP16 at 1k (1,024) tokens, GiB
@@ -143,3 +145,27 @@ def test_dp_vs_tp_kv_ratio_for_mla(deepseek_v3):
     assert dp["kv_pool_bytes"] == pytest.approx(tp["kv_pool_bytes"] - non_expert_extra, rel=0.02)
     assert 6 < ratio < 8
     assert device("b200").memory_bytes == 182630 * 2 ** 20
+
+
+# SGLang's DeepSeek V3 usage page (docs/references/deepseek.md; docs.sglang.ai basic_usage/deepseek_v3), "To run
+# DeepSeek V3/R1 models, the requirements are": FP8 (the published weights) on 8 x H200, 8 x B200, 8 x MI300X or
+# 2 x 8 x H100; BF16 on 2 x 8 x H200, 2 x 8 x MI300X, 4 x 8 x H100 or 4 x 8 x A100. The next smaller counts of the
+# same devices are the verdicts "does not fit".
+SGLANG_DEEPSEEK_V3 = [
+    ("h200", 8, "fp8", True), ("b200", 8, "fp8", True), ("mi300x", 8, "fp8", True), ("h100", 16, "fp8", True),
+    ("h100", 8, "fp8", False),
+    ("h200", 16, None, True), ("mi300x", 16, None, True), ("h100", 32, None, True), ("a100-80gb", 32, None, True),
+    ("h200", 8, None, False), ("h100", 16, None, False),
+]
+
+
+@pytest.mark.parametrize("gpu,devices,weight_dtype,fits", SGLANG_DEEPSEEK_V3)
+def test_deepseek_v3_verdicts_match_sglang_docs(deepseek_v3, gpu, devices, weight_dtype, fits):
+    ask = dict(gpu=gpu, devices=devices, weight_dtype=weight_dtype, engine_name="sglang")
+    if not fits:
+        with pytest.raises(MemoryPlanError, match="weights alone"):
+            sizing_document(deepseek_v3, 32768, 1, **ask)
+        return
+    d = sizing_document(deepseek_v3, 32768, 1, **ask)
+    assert d["fits"] and d["devices"] == devices
+    assert d["largest_fitting_context"] == 163840 and d["capped_at_model_max"]
