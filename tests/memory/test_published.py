@@ -169,3 +169,19 @@ def test_deepseek_v3_verdicts_match_sglang_docs(deepseek_v3, gpu, devices, weigh
     d = sizing_document(deepseek_v3, 32768, 1, **ask)
     assert d["fits"] and d["devices"] == devices
     assert d["largest_fitting_context"] == 163840 and d["capped_at_model_max"]
+
+
+# vllm-project/vllm#10517, Llama-3.1-8B-Instruct on an RTX 3090 (vLLM V0 logs; its "GB" are GiB):
+# "Loading model weights took 14.9888 GB"; "kv_cache_size=3.81GiB ... # GPU blocks: 1952" and
+# "kv_cache_size=2.89GiB ... # GPU blocks: 1478 ... tokens that can be stored in KV cache (23648)".
+VLLM_10517 = [(3.81, 1952), (2.89, 1478)]
+
+
+@pytest.mark.parametrize("kv_gib,blocks", VLLM_10517)
+def test_llama31_8b_vllm_blocks_match_its_log(llama, kv_gib, blocks):
+    d = sizing_document(llama["8b"], 16, 1, engine_name="vllm")
+    page = d["per_device"][0]["cache_bytes"]                  # one 16-token block of every layer
+    assert page == 16 * 32 * 8 * 128 * 2 * 2
+    low, high = (kv_gib - 0.005) * GiB / page, (kv_gib + 0.005) * GiB / page   # the log rounds to 0.01 GiB
+    assert int(low) <= blocks <= int(high)
+    assert d["weights_bytes"] / GiB == pytest.approx(14.9888, rel=0.01)
