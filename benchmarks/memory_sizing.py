@@ -17,15 +17,23 @@ QUESTIONS = {
     "16 x H200 under vLLM, 1M": dict(context=1 << 20, gpu="h200", devices=16, engine_name="vllm"),
     "TP8 PP2 on H200, batch 8": dict(context=131072, batch=8, gpu="h200", tp=8, pp=2),
     "DP16 EP16 on B300 under vLLM": dict(context=1 << 20, gpu="b300", dp=16, ep=16, engine_name="vllm"),
+    "how many H200 under SGLang, 128k": dict(context=131072, gpu="h200", engine_name="sglang"),
+    "16 x H200 vLLM, MTP on, fp8 KV": dict(context=1 << 20, gpu="h200", devices=16, engine_name="vllm", mtp=True,
+                                          kv_dtype="fp8"),
+    "budget 16x141GB, vLLM, batch 32": dict(context=131072, batch=32, budget=(16, 141 * 10 ** 9),
+                                            engine_name="vllm"),
 }
 
 
 def main() -> None:
     folder = tempfile.mkdtemp()
     write_k3_checkpoint(folder, K3Dims(), shards=96, sparse=True)
-    t = time.perf_counter()
-    doc = inspect_checkpoint(folder)
-    inspect_s = time.perf_counter() - t
+    times = []
+    for _ in range(2):                  # the first read after writing can be cold; report the better of two
+        t = time.perf_counter()
+        doc = inspect_checkpoint(folder)
+        times.append(time.perf_counter() - t)
+    inspect_s = min(times)
     rows = []
     for name, q in QUESTIONS.items():
         q = dict(q)

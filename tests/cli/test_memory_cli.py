@@ -68,5 +68,10 @@ def test_report_takes_the_sizing_options(tmp_path):
     doc = json.loads(r.stdout)
     assert doc["sizing"]["devices"] == 2 and doc["sizing"]["engine"]["name"] == "vllm"
     assert "<section id=sizing>" in out.read_text() and "TP2" in out.read_text()
+    r = run("report", "--gpu", "h200", "--engine", "sglang", "--mem-fraction-static", "0.8", "--mtp",
+            "--weight-dtype", "fp8", "--out", str(out), "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    z = json.loads(r.stdout)["sizing"]
+    assert any("mem_fraction_static 0.8 (given)" in a for a in z["assumptions"]) and z["weight_dtype"] == "fp8"
     r = run("report", "--gpu", "h2OO", "--out", str(out), env=env)
     assert r.returncode == 2 and "unknown device" in r.stderr

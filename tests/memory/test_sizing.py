@@ -27,7 +27,8 @@ def test_budget_and_devices():
     assert parse_budget("8x141GB") == (8, 141 * 10 ** 9)
     assert parse_budget("80GiB") == (1, 80 * 2 ** 30)
     assert all(d.source and d.memory_bytes and d.bandwidth_bytes_per_s for d in DEVICES.values())
-    assert device("H200").memory_bytes == 141 * 2 ** 30
+    assert device("H200").memory_bytes == 143771 * 2 ** 20          # as CUDA reports it, not 141e9 nor 141 GiB
+    assert device("h100").memory_bytes == 81559 * 2 ** 20 and "81559MiB" in device("h100").source
     with pytest.raises(DeviceError, match="close: .*h200"):
         device("h2000")
 
@@ -69,7 +70,7 @@ def test_smallest_deployment_and_cap(k3):
     assert d["largest_fitting_context"] == 1 << 20 and d["capped_at_model_max"]
     assert d["bounds"]["decode_tokens_per_s_max"] > 0 and d["device"]["source"]
     v = sizing_document(k3, 131072, 1, gpu="h200", engine_name="vllm")
-    assert v["engine"]["version"] and v["usable_device_bytes"] == int(0.9 * 141 * 2 ** 30)
+    assert v["engine"]["version"] and v["usable_device_bytes"] == int(0.9 * 143771 * 2 ** 20)
     assert any("gpu_memory_utilization 0.9 (default)" in a for a in v["assumptions"])
 
 
@@ -81,6 +82,15 @@ def test_bad_layouts_and_budgets_name_the_fix(k3):
     with pytest.raises(MemoryPlanError, match="weights alone") as e:
         sizing_document(k3, 4096, budget=parse_budget("8x141GB"))
     assert "at least" in e.value.hint
+    with pytest.raises(MemoryPlanError, match="weights alone") as e:
+        sizing_document(k3, 4096, gpu="h200", devices=16, tp=8, pp=1)        # the rest goes to DP: 2 replicas
+    assert "each of the DP2 replicas holds the whole model" in e.value.hint
+    filled = sizing_document(k3, 4096, gpu="h200", devices=16, tp=8)        # PP is the one left out
+    assert filled["layout"]["pp"] == 2 and filled["devices"] == 16 and filled["fits"]
+    from archprobe.cli.options import OptionError
+
+    with pytest.raises(OptionError, match="'8x': a positive size"):
+        parse_budget("8x")
 
 
 def test_tradeoffs_by_hand_k3(k3):
@@ -132,7 +142,10 @@ def test_engine_rules_change_the_answer(k3):
     assert per_rank_mla == 11 * MLA_TOKEN * 256           # stage 0 (layers 0-46) has 11 MLA layers: one more page each
     assert v["per_device"][0]["overhead_bytes"] > 0               # the CUDA-graph pool
     s = sizing_document(k3, T, 1, gpu="h200", devices=16, engine_name="sglang")
-    assert s["usable_device_bytes"] == int(0.88 * 141 * 2 ** 30) and s["engine"]["name"] == "sglang"
+    # SGLang's own default on an H200 (143,771 MiB) at TP8 x PP2: 512 + 8192 x 1.5 + 512 x 2 + 16 / 8 x 1024 =
+    # 15,872 MiB reserved, (143771 - 15872) / 143771 = 0.8896 -> 0.89
+    assert s["usable_device_bytes"] == int(0.89 * 143771 * 2 ** 20) and s["engine"]["name"] == "sglang"
+    assert any("mem_fraction_static 0.89 (default)" in a and "15,872 MiB reserved" in a for a in s["assumptions"])
     busy = max(s["per_device"], key=lambda r: r["peak_bytes"])
     assert s["fits"] == (busy["weights_bytes"] + busy["cache_bytes"] <= s["usable_device_bytes"])
 
@@ -147,7 +160,34 @@ def test_mtp_layers_counted_only_when_asked(tmp_path):
     off = sizing_document(doc, 1000, budget=(1, 10 ** 9))["per_device"][0]
     on = sizing_document(doc, 1000, budget=(1, 10 ** 9), mtp=True)["per_device"][0]
     assert on["weights_bytes"] - off["weights_bytes"] == mtp
-    assert on["cache_bytes"] == off["cache_bytes"] * 4 // 3            # 3 layers' caches + the MTP layer's
+    per_token = off["cache_bytes"] // 1000 // 3                        # one layer's K + V per token
+    assert on["cache_bytes"] == 4 * per_token * 1001     # 3 layers + the MTP layer's, 1 lookahead slot each
+
+
+def test_draft_model_adds_its_weights_and_cache_once(tmp_path):
+    """--draft: a separate draft model's weights and cache (context + N draft tokens) join the target on the
+    last stage, split by the same TP; the target's own MTP layers stay unloaded (one drafter at a time), and
+    the target keeps N lookahead slots per sequence."""
+    from tests.support.header_checkpoints import write_llama as _write
+
+    (tmp_path / "target").mkdir()
+    (tmp_path / "draft").mkdir()
+    target = inspect_checkpoint(_write(tmp_path / "target", {}, mtp=True))
+    draft = inspect_checkpoint(_write(tmp_path / "draft", {"num_hidden_layers": 2}, layers=2))
+    T, N = 1000, 3
+    base = sizing_document(target, T + N, budget=(1, 10 ** 9))["per_device"][0]
+    alone = sizing_document(draft, T + N, budget=(1, 10 ** 9))["per_device"][0]
+    both = sizing_document(target, T, budget=(1, 10 ** 9), draft_doc=draft, speculative_tokens=N)
+    r = both["per_device"][0]
+    assert r["weights_bytes"] == base["weights_bytes"] + alone["weights_bytes"]      # no MTP weights
+    assert r["cache_bytes"] == base["cache_bytes"] + alone["cache_bytes"]
+    assert any("draft model" in a and "MTP layers are not loaded" in a for a in both["assumptions"])
+    tp2 = sizing_document(target, T, budget=(2, 10 ** 9), tp=2, draft_doc=draft, speculative_tokens=N)
+    assert tp2["per_device"][0]["cache_bytes"] == r["cache_bytes"] // 2              # both split by TP
+    with pytest.raises(MemoryPlanError, match="one drafter"):
+        sizing_document(target, T, draft_doc=draft, mtp=True)
+    with pytest.raises(MemoryPlanError, match="needs a drafter"):
+        sizing_document(target, T, speculative_tokens=2)
 
 
 @pytest.mark.parametrize("gpu,tokens,seqs", [("h200", 8192, 1024), ("h100", 8192, 1024), ("mi300x", 8192, 1024),
@@ -164,3 +204,13 @@ def test_vllm_batch_defaults_follow_the_device(gpu, tokens, seqs):
     assert any(f"max_num_seqs {seqs} (default)" in r for r in e.rules)
     given = engine("vllm", device_memory_bytes=d.memory_bytes, device_name=d.name, max_num_seqs=7)
     assert given.max_num_seqs == 7 and any("max_num_seqs 7 (given)" in r for r in given.rules)
+
+
+@pytest.mark.parametrize("seqs,spec,mbt,graph", [(1024, 0, 8192, 512), (8, 0, 8192, 16), (8, 3, 8192, 64),
+                                                 (256, 0, 128, 128)])
+def test_vllm_cuda_graph_capture_size(seqs, spec, mbt, graph):
+    """vLLM config/vllm.py _set_cudagraph_sizes: the largest captured batch is max_num_seqs x (1 + speculative
+    tokens) x 2, at most 512 and at most max_num_batched_tokens."""
+    e = engine("vllm", max_num_seqs=seqs, max_num_batched_tokens=mbt, speculative_tokens=spec)
+    assert e.cuda_graph_tokens == graph
+    assert engine("vllm", max_num_seqs=seqs, cuda_graphs=False).cuda_graph_tokens == 0

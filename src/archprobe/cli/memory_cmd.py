@@ -42,6 +42,11 @@ def memory(source: SourceArg = None,
            mem_fraction_static: Annotated[float | None, typer.Option(help="SGLang's static memory share.")] = None,
            enforce_eager: Annotated[bool, typer.Option(help="vLLM without CUDA graphs.")] = False,
            mtp: Annotated[bool, typer.Option(help="Load the checkpoint's MTP layers (speculative decoding).")] = False,
+           draft: Annotated[str | None, typer.Option(help="A draft model (folder or file) for speculative decoding: "
+                                                          "its weights and cache are added, MTP layers left out.")
+                            ] = None,
+           speculative_tokens: Annotated[int | None, typer.Option(
+               min=1, max=64, help="Draft tokens per step (default: the MTP layer count, else 1).")] = None,
            chunk: Annotated[int | None, typer.Option(min=1, max=1 << 40,
                                                       help="Prefill chunk in tokens (default 2048).")] = None,
            sweep: Annotated[str | None, typer.Option(help="Comma-separated contexts, e.g. 4k,32k,128k,1M.")] = None,
@@ -86,6 +91,8 @@ def memory(source: SourceArg = None,
     with shard_progress(not no_progress and not json_out) as progress:
         ck = open_checkpoint(source, user_card, progress)
     doc = document(ck.raw, ck.derived)
+    draft_ck = open_checkpoint(draft) if draft else None
+    draft_doc = document(draft_ck.raw, draft_ck.derived) if draft_ck else None
     engine_opts = {k: v for k, v in dict(gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
                                          max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                                          mem_fraction_static=mem_fraction_static).items() if v is not None}
@@ -95,7 +102,7 @@ def memory(source: SourceArg = None,
         engine_opts = {}
     opts = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, gpu=gpu, devices=devices, budget=limit, tp=tp, ep=ep,
                 pp=pp, dp=dp, dcp=dcp, pp_layers=layers, engine_name=engine, engine_opts=engine_opts, mtp=mtp,
-                chunk=chunk)
+                chunk=chunk, draft_doc=draft_doc, speculative_tokens=speculative_tokens)
     plans = [sizing_document(doc, c, batch, **opts) for c in contexts]
     if tradeoffs:
         from archprobe.memory.tradeoffs import tradeoffs as compute_tradeoffs

@@ -62,7 +62,12 @@ def budget(text: str) -> tuple[int, int]:
         t = rest
         if not 1 <= count <= 1 << 20:
             raise OptionError(f"--budget {text!r}: the device count must be 1 to 2^20", hint="e.g. 8x141GB")
-    return count, size(t, "--budget")
+    try:
+        return count, size(t, "--budget")
+    except OptionError:
+        shown = str(text)[:40].encode("ascii", "replace").decode()
+        raise OptionError(f"--budget {shown!r}: a positive size with a unit, optionally N x before it",
+                          hint="e.g. 80GB, 141GiB or 8x141GB") from None
 
 
 def finite(value: float | None, option: str, low: float = 0.0, high: float = 1e9) -> float | None:

@@ -34,6 +34,14 @@ def report(source: SourceArg = None,
            pp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Pipeline stages.")] = None,
            dp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Data parallel replicas.")] = None,
            engine: Annotated[str | None, typer.Option(help="Engine rules: vllm, sglang, llamacpp.")] = None,
+           dcp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="vLLM decode context parallel.")] = None,
+           weight_dtype: Annotated[str | None, typer.Option(help="Size the weights at this precision.")] = None,
+           kv_dtype: Annotated[str | None, typer.Option(help="KV/latent cache dtype.")] = None,
+           gpu_memory_utilization: Annotated[float | None, typer.Option(help="vLLM's share of device memory.")
+                                             ] = None,
+           mem_fraction_static: Annotated[float | None, typer.Option(help="SGLang's static memory share.")] = None,
+           block_size: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="KV page size in tokens.")] = None,
+           mtp: Annotated[bool, typer.Option(help="Load the checkpoint's MTP layers (speculative decoding).")] = False,
            json_out: JsonOpt = False, no_progress: NoProgressOpt = False, card: CardOpt = None) -> None:
     """Structure, layer plan, parameters, memory curve, adaptation and validation in one page.
 
@@ -60,6 +68,10 @@ def report(source: SourceArg = None,
         from archprobe.memory.devices import device
 
         device(gpu)
+    weight_dtype = options.dtype(weight_dtype, "--weight-dtype")
+    kv_dtype = options.dtype(kv_dtype, "--kv-dtype")
+    options.finite(gpu_memory_utilization, "--gpu-memory-utilization", 0.01, 1.0)
+    options.finite(mem_fraction_static, "--mem-fraction-static", 0.01, 1.0)
     out = options.writable_file(out or f"report.{fmt}", "--out")
     user_card = load_card_opt(card)    # read and checked once: the page and the sizing section share it
     with shard_progress(not no_progress and not json_out) as progress:
@@ -67,12 +79,16 @@ def report(source: SourceArg = None,
                        validate_json=validate_json, progress=progress, card=user_card,
                        ecosystem=_ecosystem(releases or index_url is not None, index_url),
                        observe_json=observe_json)
-    if gpu or devices or tp or pp or dp or engine or (limit and limit[0] > 1):
+    if gpu or devices or tp or pp or dp or engine or mtp or (limit and limit[0] > 1):
         from archprobe.memory.sizing import sizing_document
 
+        knobs = dict(gpu_memory_utilization=gpu_memory_utilization, mem_fraction_static=mem_fraction_static,
+                     block_size=block_size)
         data["sizing"] = sizing_document(data["inspect"], int(context), batch, gpu=gpu, devices=devices,
-                                         budget=limit, tp=tp, ep=ep, pp=pp, dp=dp, engine_name=engine,
-                                         card=user_card)
+                                         budget=limit, tp=tp, ep=ep, pp=pp, dp=dp, dcp=dcp, engine_name=engine,
+                                         card=user_card, weight_dtype=weight_dtype, kv_dtype=kv_dtype, mtp=mtp,
+                                         engine_opts={k: v for k, v in knobs.items() if v is not None}
+                                         if engine in ("vllm", "sglang") else {})
     if fmt == "html":
         from archprobe.report.html import render
     else:

@@ -1,8 +1,13 @@
 """Named accelerators: memory, memory bandwidth and dense bf16 / fp8 tensor FLOP/s, each row with its source.
 
 Figures are the vendors' published ones. NVIDIA data sheets quote tensor FLOP/s *with* 2:4 sparsity; the dense
-figure used here is half of it (said per row). Memory is the data sheet's nominal size in GiB-like "GB" as
-NVIDIA/AMD print it (an H100 "80GB" reports ~79.2 GiB to CUDA); bandwidth is in bytes/s (decimal TB/s).
+figure used here is half of it (said per row). Bandwidth is in bytes/s (decimal TB/s).
+
+Memory: an engine sizes its pools against what CUDA reports (vLLM and SGLang read torch.cuda.mem_get_info /
+the device's total), which is neither the data sheet's "80GB" read as 80e9 nor as 80 GiB: an H100 "80GB"
+reports 81,559 MiB (79.6 GiB, 85.5e9 bytes), an A100 "80GB" 81,920 MiB, an H200 "141GB" 143,771 MiB. Where the
+reported total is published (nvidia-smi / cudaGetDeviceProperties output quoted in a public issue, cited per
+row) `memory_bytes` is that total; elsewhere it is the nominal size read as GiB, and the row says so.
 A figure a vendor does not publish is None, and whatever needs it says so instead of guessing.
 """
 
@@ -32,11 +37,13 @@ class Device:
     bf16_flops: float | None
     fp8_flops: float | None
     source: str
+    memory_note: str = ""
 
     def to_dict(self) -> dict:
         return {"name": self.name, "label": self.label, "memory_bytes": self.memory_bytes,
                 "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "bf16_flops_per_s": self.bf16_flops,
-                "fp8_flops_per_s": self.fp8_flops, "source": self.source}
+                "fp8_flops_per_s": self.fp8_flops, "source": self.source,
+                "memory_note": self.memory_note}
 
 
 _NV_SPARSE = "; tensor FLOP/s: the data sheet's with-sparsity figure / 2"
@@ -108,10 +115,35 @@ _ROWS = [
      "Apple MacBook Pro (2024) tech specs, apple.com (M4 Max: up to 128GB unified memory, 546GB/s)"),
 ]
 
-DEVICES: dict[str, Device] = {
-    name: Device(name, label, int(mem * GiB), bw * TB, bf16 * TF if bf16 else None, fp8 * TF if fp8 else None, src)
-    for name, label, mem, bw, bf16, fp8, src in _ROWS
+MiB = 2 ** 20
+_MODAL = "nvidia-smi totals quoted in modal-labs/modal-client#2797"
+# the memory CUDA reports, in MiB, with where it is quoted; rows without one use the nominal size as GiB
+CUDA_TOTAL_MIB = {
+    "h100": (81559, _MODAL + " (H100: 81559MiB)"),
+    "a100-80gb": (81920, _MODAL + " (A100 80GB: 81920MiB)"),
+    "a100-40gb": (40960, _MODAL + " (A100 40GB: 40960MiB)"),
+    "l40s": (46068, _MODAL + " (L40S: 46068MiB)"),
+    "h200": (143771, "vllm-project/recipes#381 (8x H200, ~143,771 MiB per GPU)"),
+    "b200": (182630, "pytorch/ao#4002 (cudaGetDeviceProperties on a B200: Total Global Memory 178.35 GB, "
+                     "i.e. GiB = 182,630 MiB)"),
 }
+
+
+def _memory(name: str, nominal: float) -> tuple[int, str]:
+    if name in CUDA_TOTAL_MIB:
+        mib, src = CUDA_TOTAL_MIB[name]
+        return mib * MiB, f"{mib:,} MiB as CUDA reports it ({src}); the data sheet says {nominal:g}GB"
+    return int(nominal * GiB), (f"{nominal:g} GiB: the data sheet's {nominal:g}GB read as GiB (no reported total "
+                                "found; CUDA usually reports a little less)")
+
+
+def _device(name, label, mem, bw, bf16, fp8, src) -> Device:
+    memory, note = _memory(name, mem)
+    return Device(name, label, memory, bw * TB, bf16 * TF if bf16 else None, fp8 * TF if fp8 else None,
+                  f"{src}; memory: {note}", note)
+
+
+DEVICES: dict[str, Device] = {row[0]: _device(*row) for row in _ROWS}
 ALIASES = {"h100-sxm": "h100", "h100-80gb": "h100", "h200-sxm": "h200", "h200-141gb": "h200", "a100": "a100-80gb",
            "rtx-4090": "rtx4090", "4090": "rtx4090", "rtx-5090": "rtx5090", "5090": "rtx5090", "b200-180gb": "b200",
            "b300-288gb": "b300", "m2-ultra": "m2-ultra-192gb", "m3-ultra": "m3-ultra-512gb", "m4-max": "m4-max-128gb"}

@@ -29,8 +29,9 @@ class Sizer:
 
     def __init__(self, doc: dict, *, weight_dtype=None, kv_dtype=None, state_dtype="float32", layout=None,
                  engine: Engine | None = None, device=None, memory_bytes: int | None = None, mtp: bool = False,
-                 card=None):
+                 card=None, draft: Sizer | None = None, speculative_tokens: int | None = None):
         self.doc, self.card = doc, card_of(doc, card)
+        self.draft = draft
         self.layout = layout or lay.Layout()
         self.engine, self.device, self.mtp = engine, device, mtp
         self.memory = memory_bytes if memory_bytes is not None else (device.memory_bytes if device else None)
@@ -51,6 +52,9 @@ class Sizer:
         self.by_comp = dict(params.get("stored_bytes_by_component") or {"other": stored})
         self.by_layer = params.get("stored_bytes_by_layer") or [{} for _ in self.card.layers]
         self.mtp_count = _mtp_layers(self.card)
+        # the target keeps that many lookahead slots per sequence while drafts are verified
+        drafter = draft is not None or (mtp and self.mtp_count > 0)
+        self.spec_tokens = (speculative_tokens or max(1, self.mtp_count)) if drafter else 0
         if not mtp:
             self.by_comp.pop("mtp", None)
         eng = engine.name if engine else None
@@ -114,15 +118,21 @@ class Sizer:
                 out[-1] += self.mtp_count * b * lay.cache_share(kind, self.card.layers[i].mixer, self.layout)
         return out
 
+    def _draft_per_sequence(self, T: int) -> float:
+        return sum(self.draft.stage_cache_per_sequence(T + self.spec_tokens)) if self.draft else 0.0
+
     def size(self, T: int, batch: int) -> dict:
         L = self.layout
         seqs = math.ceil(batch / L.dp)
-        caches = self.stage_cache_per_sequence(T)
+        caches = self.stage_cache_per_sequence(T + self.spec_tokens)
+        if self.draft:                  # the draft sits with the last pipeline stage, split by the same TP
+            caches[-1] += self._draft_per_sequence(T)
+        draft_w = sum(self.draft._stage_weights) if self.draft else 0
         fixed = self._fixed_acts
         per_device = []
         for d in range(L.dp):
             for s in range(L.pp):
-                w = self._stage_weights[s]
+                w = self._stage_weights[s] + (draft_w if s == L.pp - 1 else 0)
                 c = int(caches[s] * seqs)
                 if fixed:
                     acts, overhead = fixed[0], fixed[1]
@@ -197,7 +207,18 @@ class Sizer:
         else:
             out.append("no engine: the full device memory is usable, no reserve")
         out.append("activations per device: not divided by TP (an upper estimate of the transients)")
-        if self.mtp_count:
+        if self.draft:
+            d = self.draft
+            out.append(f"speculative decoding with a draft model ({d.doc.get('model_type') or 'draft'}, "
+                       f"{sum(d._stage_weights):,} bytes of weights per rank): loaded on the last pipeline stage, "
+                       f"split by TP{self.layout.tp} like the target, with its own cache of the context + "
+                       f"{self.spec_tokens} draft token(s); the checkpoint's MTP layers are not loaded")
+        if self.spec_tokens:
+            out.append(f"speculative tokens {self.spec_tokens}: every sequence's cache holds that many lookahead "
+                       "slots beyond the context")
+        if self.mtp and not self.mtp_count:
+            out.append("--mtp: the checkpoint has no MTP layers (none set aside as mtp); nothing added")
+        if self.mtp_count and not self.draft:
             out.append(f"MTP: {self.mtp_count} checkpoint MTP layer(s) " + (
                 "loaded, each with its own cache (speculative decoding on)" if self.mtp
                 else "not loaded (speculative decoding off; --mtp counts their weights and cache)"))
@@ -250,7 +271,8 @@ def default_layout(card, devices: int) -> lay.Layout:
 def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=None, kv_dtype=None, gpu=None,
                     devices: int | None = None, budget: tuple[int, int] | None = None, tp=None, ep=None, pp=None,
                     dp=None, dcp=None, pp_layers=None, engine_name=None, engine_opts=None, mtp=False,
-                    chunk=None, card=None) -> dict:
+                    chunk=None, card=None, draft_doc: dict | None = None, speculative_tokens: int | None = None
+                    ) -> dict:
     """The `archprobe.memory/1` plan with the contract's sizing fields: which device, how many, what layout,
     under which engine, and whether the busiest device fits."""
     from archprobe.memory.bounds import bounds
@@ -258,6 +280,12 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
     from archprobe.memory.engines import engine as make_engine
 
     card = card_of(doc, card)
+    if draft_doc is not None and mtp:
+        raise MemoryPlanError("--draft and --mtp both ask for speculative decoding; an engine runs one drafter",
+                              hint="keep --draft SOURCE (a separate draft model) or --mtp (the checkpoint's own "
+                                   "MTP layers), not both")
+    if speculative_tokens and draft_doc is None and not mtp:
+        raise MemoryPlanError("--speculative-tokens needs a drafter", hint="add --mtp or --draft SOURCE")
     dev = find_device(gpu) if gpu else None
     memory = None
     if budget is not None:
@@ -268,12 +296,25 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
             raise MemoryPlanError(f"--budget {count}x... and --devices {devices} disagree",
                                   hint="give the count once: --budget 8x141GB or --devices 8 --budget 141GB")
     device_bytes = memory if memory is not None else (dev.memory_bytes if dev else None)
-    eng = make_engine(engine_name, **(engine_opts or {}), device_memory_bytes=device_bytes,
-                      device_name=dev.name if dev else "")
+
+    mtp_count = _mtp_layers(card)
+    spec = (speculative_tokens or max(1, mtp_count)) if (draft_doc is not None or (mtp and mtp_count)) else 0
+
+    def engine_for(L):
+        return make_engine(engine_name, **(engine_opts or {}), device_memory_bytes=device_bytes,
+                           device_name=dev.name if dev else "", tp=L.tp, pp=L.pp, speculative_tokens=spec)
+
     plan_engine = engine_name if engine_name in ("vllm", "llamacpp", "reference") else None
     out = plan_memory(doc, context, batch, weight_dtype=weight_dtype, kv_dtype=kv_dtype, engine=plan_engine,
                       chunk=chunk, card=card)
     given = [v for v in (tp, pp, dp) if v]
+    if given and devices is not None:          # --devices 16 --tp 8: the one left out takes the rest (PP, else DP)
+        known = (tp or 1) * (pp or 1) * (dp or 1)
+        if devices % known == 0 and devices > known:
+            if pp is None and not pp_layers:
+                pp = devices // known
+            elif dp is None:
+                dp = devices // known
     need_search = dev is not None and devices is None and not given and memory is None
     if given:
         layout = lay.Layout(tp=tp or 1, ep=ep or 1, pp=pp or 1, dp=dp or 1, dcp=dcp or 1,
@@ -286,9 +327,18 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
     else:
         layout = lay.Layout(ep=ep or 1, dcp=dcp or 1)
 
+    def draft_for(L):
+        if draft_doc is None:
+            return None
+        try:
+            return Sizer(draft_doc, weight_dtype=weight_dtype, kv_dtype=kv_dtype, layout=lay.Layout(tp=L.tp))
+        except lay.LayoutError as exc:
+            raise lay.LayoutError(f"the draft model: {exc.message}", hint=exc.hint) from None
+
     def sizer_for(L):
-        return Sizer(doc, weight_dtype=weight_dtype, kv_dtype=kv_dtype, layout=L, engine=eng, device=dev,
-                     memory_bytes=memory, mtp=mtp, card=card)
+        return Sizer(doc, weight_dtype=weight_dtype, kv_dtype=kv_dtype, layout=L, engine=engine_for(L), device=dev,
+                     memory_bytes=memory, mtp=mtp, card=card, draft=draft_for(L),
+                     speculative_tokens=speculative_tokens)
 
     if need_search:
         n, found = smallest_deployment(sizer_for, card, context, batch)
@@ -299,6 +349,7 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
                                   hint="a larger device, a smaller --weight-dtype / --kv-dtype, or less --context")
         layout = found
     sizer = sizer_for(layout)
+    eng = sizer.engine
     sized = sizer.size(context, batch)
     if "usable_device_bytes" in sized:
         heavy = max(sized["per_device"], key=lambda r: r["weights_bytes"])["weights_bytes"]
@@ -309,8 +360,11 @@ def sizing_document(doc: dict, context: int, batch: int = 1, *, weight_dtype=Non
             n = math.ceil(sum(doc["storage"]["dtypes"].values()) * sizer.weight_scale / per)
             raise MemoryPlanError(f"the weights alone ({human_bytes(heavy)} on the busiest of {layout.devices} "
                                   f"device(s)) exceed the {human_bytes(sized['usable_device_bytes'])} usable per "
-                                  "device", hint=f"use at least {n} devices (--devices, or --gpu alone to find the "
-                                                 "count), or a smaller --weight-dtype")
+                                  "device", hint=(f"each of the DP{layout.dp} replicas holds the whole model: give "
+                                                  f"it at least {n} devices (TP x PP), or a smaller --weight-dtype"
+                                                  if layout.dp > 1 else
+                                                  f"use at least {n} devices (--devices, or --gpu alone to find the "
+                                                  "count), or a smaller --weight-dtype"))
     out.update(sized)
     out["device"] = ({"name": dev.name, "label": dev.label, "memory_bytes": memory or dev.memory_bytes,
                       "bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s, "bf16_flops_per_s": dev.bf16_flops,
