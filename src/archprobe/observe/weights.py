@@ -22,6 +22,8 @@ import torch
 
 OUTLIER_FACTOR = 50.0    # max |x| over the siblings' median max |x| that makes a tensor an outlier
 MIN_SIBLINGS = 2         # siblings (other than the tensor itself) needed for a median to mean something
+WITHIN_FACTOR = 1000.0   # without siblings: max |x| over the tensor's own median |x| that makes an outlier
+MEDIAN_SAMPLE = 1 << 16  # values the median |x| is estimated from
 CHUNK = 1 << 22          # elements converted to float32 at a time: a huge embedding never doubles in RAM
 _INDEX = re.compile(r"(?<=\.)\d+(?=\.)|(?<=\.)\d+$")
 
@@ -39,6 +41,7 @@ class TensorStats:
     constant: bool
     digest: str
     expert_digests: list[str] | None = None   # per slice of a fused [E, ...] expert tensor
+    median_abs: float | None = None
 
 
 def sibling_key(name: str) -> str:
@@ -47,13 +50,27 @@ def sibling_key(name: str) -> str:
 
 
 def _digest(t: torch.Tensor) -> str:
+    """A content hash: of the float32 values for a floating tensor (exact for every narrower float, so an
+    expert stored again in another float dtype still matches), of the raw bytes and dtype otherwise."""
     h = hashlib.blake2b(digest_size=16)
-    h.update(str(t.dtype).encode() + str(tuple(t.shape)).encode())
+    is_float = t.dtype.is_floating_point
+    h.update((b"float" if is_float else str(t.dtype).encode()) + str(tuple(t.shape)).encode())
     flat = t.contiguous().reshape(-1)
-    if flat.numel():
-        raw = flat.view(torch.uint8) if flat.dtype != torch.bool else flat.to(torch.uint8)
+    for s in range(0, flat.numel(), CHUNK):
+        c = flat[s:s + CHUNK]
+        if is_float:
+            c = c.to(torch.float32)
+        raw = c.view(torch.uint8) if c.dtype != torch.bool else c.to(torch.uint8)
         h.update(raw.numpy().data)
     return h.hexdigest()
+
+
+def _median_abs(flat: torch.Tensor) -> float | None:
+    """The median |x| of the finite values, from an even stride of at most MEDIAN_SAMPLE of them."""
+    step = max(1, flat.numel() // MEDIAN_SAMPLE)
+    f = flat[::step].float().abs()
+    f = f[torch.isfinite(f)]
+    return float(f.median()) if f.numel() else None
 
 
 def tensor_stats(name: str, t: torch.Tensor, fused_experts: bool = False) -> TensorStats:
@@ -84,7 +101,8 @@ def tensor_stats(name: str, t: torch.Tensor, fused_experts: bool = False) -> Ten
     if fused_experts and t.dim() >= 3 and t.shape[0] > 1:
         experts = [_digest(t[e]) for e in range(t.shape[0])]
     return TensorStats(name, tuple(t.shape), str(t.dtype).removeprefix("torch."), flat.numel(), rms,
-                       mx if is_float else None, bad, not nonzero, not varies, _digest(t), experts)
+                       mx if is_float else None, bad, not nonzero, not varies, _digest(t), experts,
+                       _median_abs(flat) if is_float and flat.numel() else None)
 
 
 def expand_names(reader) -> list[str]:
@@ -133,13 +151,18 @@ def find_outliers(stats: list[TensorStats]) -> dict[str, dict]:
             groups.setdefault(sibling_key(s.name), []).append(s)
     found = {}
     for members in groups.values():
-        if len(members) <= MIN_SIBLINGS:
+        if len(members) <= MIN_SIBLINGS:      # too few siblings: the tensor against its own typical value
+            for s in members:
+                if s.median_abs and s.max_abs > WITHIN_FACTOR * s.median_abs:
+                    found[s.name] = {"max_abs": s.max_abs, "sibling_max_abs": s.median_abs, "siblings": 0,
+                                     "against": "median_abs", "threshold": WITHIN_FACTOR * s.median_abs}
             continue
         for s in members:
             others = [o.max_abs for o in members if o is not s]
             ref = statistics.median(others)
             if s.max_abs > OUTLIER_FACTOR * ref and s.max_abs > 0:
-                found[s.name] = {"max_abs": s.max_abs, "sibling_max_abs": ref, "siblings": len(others)}
+                found[s.name] = {"max_abs": s.max_abs, "sibling_max_abs": ref, "siblings": len(others),
+                                 "against": "siblings", "threshold": OUTLIER_FACTOR * ref}
     return found
 
 
@@ -158,6 +181,71 @@ def duplicate_groups(stats: list[TensorStats], tied: bool) -> list[list[str]]:
     if tied:
         groups = [g for g in groups if not all(re.search(r"embed|lm_head|wte|\boutput\b", n) for n in g)]
     return sorted(groups)
+
+
+_LAYER = re.compile(r"(?<=\.)\d+(?=\.)")
+_EXPERT = re.compile(r"(?<=expert\.)\d+(?=\.)|(?<=experts\.)\d+(?=\.)")
+
+
+def _units(stats: list[TensorStats], split) -> dict[tuple, dict[str, str]]:
+    """unit -> {name with the unit's index replaced: digest}, for the tensors `split(name)` places in a
+    unit (a layer, an expert); constant tensors are left out, as for duplicates."""
+    units: dict[tuple, dict[str, str]] = {}
+    for s in stats:
+        if s.constant or s.numel < 2:
+            continue
+        pieces = [(s.name, s.digest)]
+        if s.expert_digests:
+            pieces += [(f"{s.name}[{e}]", d) for e, d in enumerate(s.expert_digests)]
+        for name, digest in pieces:
+            placed = split(name)
+            if placed is not None:
+                unit, key = placed
+                units.setdefault(unit, {})[key] = digest
+    return units
+
+
+def _copies(units: dict[tuple, dict[str, str]]) -> list[tuple[tuple, tuple, int]]:
+    """(unit, the earlier unit it copies, tensors) for units whose every tensor equals an earlier unit's
+    (same group, same keys, same contents)."""
+    found = []
+    for u in sorted(units):
+        for c in sorted(units):
+            if c >= u:
+                break
+            if c[:-1] == u[:-1] and units[c] == units[u]:
+                found.append((u, c, len(units[u])))
+                break
+    return found
+
+
+def _layer_split(name: str):
+    m = _LAYER.search(name)
+    return None if m is None else ((int(m.group()),), name[:m.start()] + "#" + name[m.end():])
+
+
+def _expert_split(name: str):
+    fused = re.search(r"\[(\d+)\]$", name)
+    m = _EXPERT.search(name)
+    if fused:
+        base, e = name[:fused.start()], int(fused.group(1))
+        key = base
+    elif m:
+        base, e = name, int(m.group())
+        key = name[:m.start()] + "#" + name[m.end():]
+    else:
+        return None
+    layer = _LAYER.search(base)
+    return (int(layer.group()) if layer else -1, e), key
+
+
+def duplicate_units(stats: list[TensorStats]) -> tuple[list[dict], list[dict]]:
+    """Whole layers stored twice and whole experts stored twice (every tensor of the unit bit-identical
+    to the same tensor of an earlier one): (duplicate_layers, duplicate_experts)."""
+    layers = [{"layer": u[0], "copy_of": c[0], "tensors": n} for u, c, n in _copies(_units(stats, _layer_split))]
+    experts = [{"layer": u[0], "expert": u[1], "copy_of": c[1], "tensors": n}
+               for u, c, n in _copies(_units(stats, _expert_split))]
+    return layers, experts
 
 
 def outlier_share(t: torch.Tensor, threshold: float) -> float:
@@ -202,8 +290,9 @@ def scan(reader, config: dict | None = None, progress=None) -> dict:
     outliers = find_outliers(stats)
     shares = {}
     for get, name in _sessions(reader, list(outliers)):
-        shares[name] = outlier_share(get(name), OUTLIER_FACTOR * outliers[name]["sibling_max_abs"])
+        shares[name] = outlier_share(get(name), outliers[name]["threshold"])
         outliers[name]["share"] = shares[name]
+    copies = duplicate_units(stats)
     cfg = config or {}
     tied = bool(cfg.get("tie_word_embeddings", (cfg.get("text_config") or {}).get("tie_word_embeddings", False)))
     return {
@@ -211,6 +300,7 @@ def scan(reader, config: dict | None = None, progress=None) -> dict:
         "nonfinite": [{"tensor": s.name, "count": s.nonfinite} for s in stats if s.nonfinite],
         "all_zero": [s.name for s in stats if s.all_zero],
         "duplicates": duplicate_groups(stats, tied),
+        "duplicate_layers": copies[0], "duplicate_experts": copies[1],
         "stats": [{"tensor": s.name, "rms": s.rms, "max_abs": s.max_abs, "outlier_share": shares.get(s.name, 0.0),
                    "dtype": s.dtype, "shape": list(s.shape)} for s in stats],
         "outliers": [{"tensor": n, **o} for n, o in sorted(outliers.items())],
