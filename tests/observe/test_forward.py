@@ -125,3 +125,25 @@ def test_kda_decay_gives_the_half_life():
     for h in rec.horizons:
         assert h["tokens"] == pytest.approx(expect, rel=1e-4)
         assert h["tokens_at_rest"] == pytest.approx(expect, rel=1e-4)
+
+
+def test_indexer_keeps_topk_of_the_causal_entries():
+    torch.manual_seed(0)
+    model = HybridDecoder(variant("indexer")).eval()
+    T, k = 64, model.config.index_topk
+    gates = _record(model, T=T).gates
+    assert [g["layer"] for g in gates] == [0, 1, 2, 3]
+    expect = sum(min(k, t + 1) for t in range(T)) / sum(t + 1 for t in range(T))
+    for g in gates:
+        assert g["kind"] == "indexer" and g["share_kept"] == pytest.approx(expect)
+
+
+def test_hard_head_gate_keeps_its_share_of_heads():
+    torch.manual_seed(0)
+    model = HybridDecoder(variant("head_gate")).eval()
+    gates = _record(model).gates
+    heads = model.config.num_attention_heads
+    assert len(gates) == 4
+    for g in gates:
+        assert g["kind"] == "head_gate_hard" and len(g["per_head"]) == heads
+        assert g["share_kept"] == pytest.approx(model.config.head_gate_keep / heads)

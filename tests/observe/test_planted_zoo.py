@@ -182,3 +182,15 @@ def test_cross_dtype_duplicates_and_whole_layers(tmp_path):
     groups = sorted(map(sorted, w["duplicates"]))
     assert ["model.layers.0.mlp.down_proj.weight", "model.layers.2.mlp.down_proj.weight"] in groups
     assert w["duplicate_layers"] == [{"layer": 3, "copy_of": 1, "tensors": 2}]
+
+
+def test_scan_riding_the_forward_equals_the_scan_alone(zoo_root):
+    """With the forward, each tensor is scanned as the stream reads it: the same section as a scan alone."""
+    from archprobe.observe.run import weights_section
+
+    src = str(_build("deepseek_v3", zoo_root))
+    rode = observe(src)["weights"]
+    alone = weights_section(src)
+    assert rode.pop("read_during_forward") == rode["tensors"] > 0
+    assert alone.pop("read_during_forward") == 0
+    assert rode == alone

@@ -99,8 +99,11 @@ def _render(doc: dict) -> None:
     if doc["horizons"]:
         spans = [h["tokens"] for h in doc["horizons"] if h["tokens"] is not None]
         if spans:
-            c.print(f"memory horizons (half-life): {len(doc['horizons'])} heads, {min(spans):.3g} to "
-                    f"{max(spans):.3g} tokens")
+            c.print(f"memory horizons (half-life ln 2 / -g, g the mean log-decay per step): "
+                    f"{len(doc['horizons'])} heads, {min(spans):.3g} to {max(spans):.3g} tokens")
+    for g in doc.get("gates", []):
+        c.print(f"layer {g['layer']} {g['kind']}: keeps {_pct(g['share_kept'])}"
+                + (f" of causal KV entries (top-{g['topk']})" if g["kind"] == "indexer" else " of heads"))
     for m in doc.get("mla", []):
         c.print(f"MLA layer {m['layer']}: kv up-projection uses rank {m['rank_99']} of {m['rank']} (99% energy)")
 

@@ -27,6 +27,7 @@ class Recorder:
         self.horizons: list[dict] = []
         self.mla: list[dict] = []
         self.residual_weights: list[dict] = []
+        self.gates: list[dict] = []
         self.embedding: torch.Tensor | None = None
         self.attnres_model = False
         self._before: torch.Tensor | None = None
@@ -148,8 +149,42 @@ class Recorder:
                 self._close_pending(mixed)
 
     # ---- mixers ------------------------------------------------------------------------------------
+    def _watch_gates(self, i: int, mixer) -> None:
+        """Dynamic allocation: the share of KV entries an indexer keeps (of the causal ones) and the share
+        of heads a head gate keeps (hard gates: heads on; soft and activation gates: mean multiplier)."""
+        indexer = getattr(mixer, "indexer", None)
+        if indexer is not None:
+            select = indexer.select      # a method, not forward: wrapped, as the layer's seams are
+
+            def picked(x, keys, causal, *args, **kwargs):
+                out = select(x, keys, causal, *args, **kwargs)
+                kept = float(out.sum()) / max(1.0, float(causal.expand_as(out).sum()))
+                self.gates.append({"layer": i, "kind": "indexer", "topk": indexer.topk, "share_kept": kept,
+                                   "kept_per_query": float(out.sum(-1).float().mean())})
+                return out
+
+            self._patch(indexer, "select", picked)
+        gate = getattr(mixer, "gate", None)
+        if gate is not None and hasattr(gate, "head_gate"):
+            def heads(module, args, out):
+                per_head = out.float().reshape(-1, out.shape[-1]).mean(0)
+                self.gates.append({"layer": i, "kind": f"head_gate_{module.mode}", "share_kept": float(per_head.mean()),
+                                   "per_head": per_head.tolist()})
+
+            gate.register_forward_hook(heads)
+        proj = getattr(mixer, "head_gate_proj", None)
+        if proj is not None and hasattr(mixer, "head_gate_act"):
+            def act_heads(module, args, out):
+                g = mixer.head_gate_act(out.float())
+                per_head = g.reshape(-1, g.shape[-1]).mean(0)
+                self.gates.append({"layer": i, "kind": "head_gate_act", "share_kept": float(per_head.mean()),
+                                   "per_head": per_head.tolist()})
+
+            proj.register_forward_hook(act_heads)
+
     def _watch_mixer(self, i: int, mixer) -> None:
         kind = type(mixer).__name__
+        self._watch_gates(i, mixer)
         rest = horizons.at_rest(mixer)
         if kind == "MultiHeadLatentAttention":
             self.mla.append({"layer": i, **horizons.spectrum(mixer.kv_b_proj.weight.detach())})

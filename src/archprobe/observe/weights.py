@@ -16,6 +16,7 @@ import hashlib
 import math
 import re
 import statistics
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -117,7 +118,7 @@ def expand_names(reader) -> list[str]:
 
 
 def _is_fused_experts(name: str) -> bool:
-    return "expert" in name and "shared" not in name
+    return ("expert" in name or "_exps" in name) and "shared" not in name
 
 
 def _scale_kind(name: str, t: torch.Tensor) -> str | None:
@@ -272,24 +273,77 @@ def _sessions(reader, names):
                 pending = next(names, None)
 
 
-def scan(reader, config: dict | None = None, progress=None) -> dict:
-    """The `weights` section of archprobe.observe/1 for a TensorReader (validate/load.py)."""
-    names = expand_names(reader)
-    stats: list[TensorStats] = []
-    scales: dict[str, dict] = {}
-    for get, name in _sessions(reader, progress(names) if progress else names):
-        t = get(name)
-        stats.append(tensor_stats(name, t, _is_fused_experts(name)))
+class Scan:
+    """The weights scan, fed tensor by tensor: `watching(reader)` is the reader with every tensor the
+    forward reads scanned as it is read (each stored tensor is read from disk once for both), and
+    `finish()` scans the tensors the forward never read and assembles the section."""
+
+    def __init__(self, reader, config: dict | None = None):
+        self.reader, self.config = reader, config or {}
+        self.stats: dict[str, TensorStats] = {}
+        self.scales: dict[str, dict] = {}
+        self.during_forward = 0
+
+    def see(self, name: str, t: torch.Tensor) -> None:
+        if "*" in name:       # a family the reader stacked: its members, under their own names
+            for e in range(t.shape[0]):
+                self.see(name.replace("*", str(e), 1), t[e])
+            return
+        if name in self.stats:
+            return
+        self.stats[name] = tensor_stats(name, t, _is_fused_experts(name))
         kind = _scale_kind(name, t)
         if kind:
-            entry = scales.setdefault(kind, {"kind": kind, "tensors": 0, "histogram": {}})
+            entry = self.scales.setdefault(kind, {"kind": kind, "tensors": 0, "histogram": {}})
             entry["tensors"] += 1
             for k, v in _histogram(kind, t).items():
                 entry["histogram"][k] = entry["histogram"].get(k, 0) + v
-        del t
+
+    def watching(self, reader):
+        return _Watched(reader, self)
+
+    def finish(self, progress=None) -> dict:
+        names = expand_names(self.reader)
+        self.during_forward = sum(n in self.stats for n in names)
+        rest = [n for n in names if n not in self.stats]
+        for get, name in _sessions(self.reader, progress(rest) if progress and rest else rest):
+            self.see(name, get(name))
+        stats = [self.stats[n] for n in names if n in self.stats]
+        return _section(self.reader, stats, self.scales, self.config, self.during_forward)
+
+
+class _Watched:
+    """A reader whose sessions hand every tensor read to the scan first (otherwise the reader itself)."""
+
+    def __init__(self, reader, scan: Scan):
+        self._reader, self._scan = reader, scan
+
+    def __getattr__(self, attr):
+        return getattr(self._reader, attr)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._reader
+
+    @contextmanager
+    def session(self):
+        with self._reader.session() as get:
+            def watched(name: str):
+                t = get(name)
+                self._scan.see(name, t)
+                return t
+
+            yield watched
+
+
+def scan(reader, config: dict | None = None, progress=None) -> dict:
+    """The `weights` section of archprobe.observe/1 for a TensorReader (validate/load.py), read on its own."""
+    return Scan(reader, config).finish(progress)
+
+
+def _section(reader, stats: list[TensorStats], scales: dict, config: dict, during_forward: int) -> dict:
     outliers = find_outliers(stats)
     shares = {}
-    for get, name in _sessions(reader, list(outliers)):
+    for get, name in _sessions(reader, list(outliers)):   # only the flagged tensors are read again
         shares[name] = outlier_share(get(name), outliers[name]["threshold"])
         outliers[name]["share"] = shares[name]
     copies = duplicate_units(stats)
@@ -297,6 +351,7 @@ def scan(reader, config: dict | None = None, progress=None) -> dict:
     tied = bool(cfg.get("tie_word_embeddings", (cfg.get("text_config") or {}).get("tie_word_embeddings", False)))
     return {
         "tensors": len(stats),
+        "read_during_forward": during_forward,
         "nonfinite": [{"tensor": s.name, "count": s.nonfinite} for s in stats if s.nonfinite],
         "all_zero": [s.name for s in stats if s.all_zero],
         "duplicates": duplicate_groups(stats, tied),
