@@ -85,12 +85,18 @@ def _render(doc: dict) -> None:
         c.print("  nothing unusual found")
     if doc["routing"]:
         c.print("routing (layer: imbalance, entropy/max, top-1 repeat vs random, top-k overlap vs random, "
-                "distinct experts per 16 tokens)")
+                "distinct experts per 16 tokens; LatentMoE: the same routed on the other space, router mapped "
+                "by least squares)")
         for r in doc["routing"]:
             c.print(f"  {r['layer']:>3}: {r['imbalance']:.2f}  {r['entropy']:.2f}/{r['entropy_max']:.2f}  "
                     f"{_pct(r['top1_repeat'])} vs {_pct(r['random']['top1_repeat'])}  "
                     f"{_pct(r['topk_overlap'])} vs {_pct(r['random']['topk_overlap'])}  "
                     f"{r['distinct_per_block'] or 0:.1f}")
+            o = r.get("other_space") or {}
+            if o.get("available"):
+                c.print(f"       {o['space']} (LS): {o['imbalance']:.2f}  {o['entropy']:.2f}  "
+                        f"{_pct(o['top1_repeat'])}  {_pct(o['topk_overlap'])}  {o['distinct_per_block'] or 0:.1f}"
+                        f"  same set {_pct(o['same_choice_share'])}")
     if doc["depth"]:
         c.print("depth (layer: cos(in, out), |update|/|stream|, max |x|)")
         for d in doc["depth"]:

@@ -242,7 +242,7 @@ class Recorder:
             for key in ("routed_norm", "shared_norm"):
                 if key in seen:
                     stats[key] = seen[key]
-            stats["other_space"] = self._other_space(module, seen)
+            stats["other_space"] = self._other_space(module, seen, experts)
             self.routing.append(stats)
             seen.clear()
 
@@ -260,16 +260,26 @@ class Recorder:
         s = torch.sigmoid(logits) if moe.score == "sigmoid" else logits   # softmax keeps the order of logits
         return s + bias.float() if bias is not None else s
 
-    def _other_space(self, moe, seen: dict) -> dict:
-        """LatentMoE: the same statistics with the router applied in the other space (hidden <-> latent),
-        where the router's width fits that space; otherwise why not."""
+    def _other_space(self, moe, seen: dict, actual: torch.Tensor) -> dict:
+        """LatentMoE: the same statistics with routing recomputed in the other space. A router that reads
+        the hidden state x is mapped onto the latent z = D x by least squares (W_lat = W D^+, the closest
+        router to W that sees only z), which routes D^+ z, the part of x the latent keeps: "does routing on
+        the latent change the statistics" is then measured. A latent router W reading z = D x is already
+        the hidden router W D: its choices in the hidden space are the same, so nothing is recomputed."""
         if not moe.latent_size:
             return {"available": False, "why": "not a LatentMoE"}
-        other = seen.get("x") if moe.routing_space == "latent" else seen.get("z")
-        if other is None or moe.gate.weight.shape[1] != other.shape[-1]:
-            return {"available": False, "why": f"the router reads width {moe.gate.weight.shape[1]}, the other "
-                                               f"space has width {None if other is None else other.shape[-1]}"}
-        _, experts = moe.route(other)
+        if moe.routing_space == "latent":
+            return {"available": False, "why": "a latent router W over the linear down-projection D is the hidden "
+                                               "router W D: the same choices in either space"}
+        z = seen.get("z")
+        if z is None:
+            return {"available": False, "why": "the latent was not seen"}
+        down = getattr(moe, moe.latent_names[0]).weight.float()            # D [L, H]
+        x_kept = torch.linalg.lstsq(down, z.float().reshape(-1, z.shape[-1]).T).solution.T   # D^+ z [N, H]
+        _, experts = moe.route(x_kept.to(seen["x"].dtype))
         s = routing.routing_stats(experts, moe.num_experts, self.starts)
-        return {"available": True, **{k: s[k] for k in ("imbalance", "entropy", "switch_rate", "top1_repeat",
-                                                        "topk_overlap", "distinct_per_block", "load")}}
+        same = (experts.sort(-1).values == actual.reshape(experts.shape).sort(-1).values).all(-1)
+        return {"available": True, "space": "latent", "map": "least squares: W_lat = W pinv(D)",
+                "same_choice_share": float(same.double().mean()),
+                **{k: s[k] for k in ("imbalance", "entropy", "switch_rate", "top1_repeat",
+                                     "topk_overlap", "distinct_per_block", "load")}}
