@@ -50,19 +50,26 @@ def sibling_key(name: str) -> str:
     return _INDEX.sub("#", name)
 
 
+def _hasher(t: torch.Tensor):
+    h = hashlib.blake2b(digest_size=16)
+    h.update((b"float" if t.dtype.is_floating_point else str(t.dtype).encode()) + str(tuple(t.shape)).encode())
+    return h
+
+
+def _feed(h, c: torch.Tensor) -> None:
+    """Hash a chunk: float32 values for a float chunk already converted, raw bytes otherwise."""
+    raw = c.contiguous().view(torch.uint8) if c.dtype != torch.bool else c.to(torch.uint8)
+    h.update(raw.numpy().data)
+
+
 def _digest(t: torch.Tensor) -> str:
     """A content hash: of the float32 values for a floating tensor (exact for every narrower float, so an
     expert stored again in another float dtype still matches), of the raw bytes and dtype otherwise."""
-    h = hashlib.blake2b(digest_size=16)
-    is_float = t.dtype.is_floating_point
-    h.update((b"float" if is_float else str(t.dtype).encode()) + str(tuple(t.shape)).encode())
-    flat = t.contiguous().reshape(-1)
+    h = _hasher(t)
+    flat = t.reshape(-1)
     for s in range(0, flat.numel(), CHUNK):
         c = flat[s:s + CHUNK]
-        if is_float:
-            c = c.to(torch.float32)
-        raw = c.view(torch.uint8) if c.dtype != torch.bool else c.to(torch.uint8)
-        h.update(raw.numpy().data)
+        _feed(h, c.to(torch.float32) if t.dtype.is_floating_point else c)
     return h.hexdigest()
 
 
@@ -78,18 +85,21 @@ def tensor_stats(name: str, t: torch.Tensor, fused_experts: bool = False) -> Ten
     """One pass over `t` in chunks: float stats for floating dtypes, zero / constant / hash for all."""
     flat = t.reshape(-1)
     is_float = t.dtype.is_floating_point
+    h = _hasher(t)
     sq, mx, bad, lo, hi = 0.0, 0.0, 0, math.inf, -math.inf
     finite_n = 0
     for s in range(0, flat.numel(), CHUNK):
         c = flat[s:s + CHUNK]
         f = c.float() if is_float else c.to(torch.float64)
-        if is_float and not bool(torch.isfinite(f).all()):   # the slow path only where something is wrong
+        _feed(h, f if is_float else c)      # the same float32 chunk serves the hash and the statistics
+        a, b = torch.aminmax(f)
+        if is_float and not (math.isfinite(float(a)) and math.isfinite(float(b))):   # NaN / Inf: slow path
             fin = torch.isfinite(f)
             bad += c.numel() - int(fin.sum())
             f = f[fin]
-        if not f.numel():
-            continue
-        a, b = torch.aminmax(f)
+            if not f.numel():
+                continue
+            a, b = torch.aminmax(f)
         lo, hi = min(lo, float(a)), max(hi, float(b))
         if is_float:
             sq += float(torch.linalg.vector_norm(f)) ** 2
@@ -102,7 +112,7 @@ def tensor_stats(name: str, t: torch.Tensor, fused_experts: bool = False) -> Ten
     if fused_experts and t.dim() >= 3 and t.shape[0] > 1:
         experts = [_digest(t[e]) for e in range(t.shape[0])]
     return TensorStats(name, tuple(t.shape), str(t.dtype).removeprefix("torch."), flat.numel(), rms,
-                       mx if is_float else None, bad, not nonzero, not varies, _digest(t), experts,
+                       mx if is_float else None, bad, not nonzero, not varies, h.hexdigest(), experts,
                        _median_abs(flat) if is_float and flat.numel() else None)
 
 
