@@ -125,3 +125,57 @@ def test_kda_decay_gives_the_half_life():
     for h in rec.horizons:
         assert h["tokens"] == pytest.approx(expect, rel=1e-4)
         assert h["tokens_at_rest"] == pytest.approx(expect, rel=1e-4)
+
+
+def test_indexer_keeps_topk_of_the_causal_entries():
+    torch.manual_seed(0)
+    model = HybridDecoder(variant("indexer")).eval()
+    T, k = 64, model.config.index_topk
+    gates = _record(model, T=T).gates
+    assert [g["layer"] for g in gates] == [0, 1, 2, 3]
+    expect = sum(min(k, t + 1) for t in range(T)) / sum(t + 1 for t in range(T))
+    for g in gates:
+        assert g["kind"] == "indexer" and g["share_kept"] == pytest.approx(expect)
+
+
+def test_hard_head_gate_keeps_its_share_of_heads():
+    torch.manual_seed(0)
+    model = HybridDecoder(variant("head_gate")).eval()
+    gates = _record(model).gates
+    heads = model.config.num_attention_heads
+    assert len(gates) == 4
+    for g in gates:
+        assert g["kind"] == "head_gate_hard" and len(g["per_head"]) == heads
+        assert g["share_kept"] == pytest.approx(model.config.head_gate_keep / heads)
+
+
+def _latent_moes(model):
+    return [m for m in model.modules() if type(m).__name__ == "MoE" and m.latent_size]
+
+
+def test_latent_routing_recomputed_by_least_squares():
+    """A hidden router whose rows lie in the latent's row space (W = M D) loses nothing on the latent: the
+    least-squares latent router chooses exactly the same experts; a router with rows off that space does not."""
+    torch.manual_seed(0)
+    model = HybridDecoder(tiny_k3(num_hidden_layers=2)).eval()
+    moes = _latent_moes(model)
+    assert moes and all(m.routing_space == "hidden" for m in moes)
+    with torch.no_grad():
+        for m in moes:
+            D = getattr(m, m.latent_names[0]).weight
+            m.gate.weight.copy_(torch.randn(m.gate.weight.shape[0], D.shape[0]) @ D)
+    inside = [r["other_space"] for r in _record(model, T=96).routing if r["routing_space"] == "hidden"
+              and r["other_space"]["available"]]
+    assert inside and all(o["same_choice_share"] == 1.0 for o in inside)
+    torch.manual_seed(0)
+    plain = [r["other_space"] for r in _record(HybridDecoder(tiny_k3(num_hidden_layers=2)).eval(), T=96).routing
+             if r["other_space"]["available"]]
+    assert plain and all(0.0 <= o["same_choice_share"] < 1.0 for o in plain)
+    assert all(len(o["load"]) == len(plain[0]["load"]) and o["switch_rate"] is not None for o in plain)
+
+
+def test_latent_router_needs_no_recomputation():
+    torch.manual_seed(0)
+    rec = _record(HybridDecoder(variant("latent_routing")).eval())
+    assert rec.routing and all(not r["other_space"]["available"] and "same choices" in r["other_space"]["why"]
+                               for r in rec.routing)

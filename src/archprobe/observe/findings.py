@@ -29,8 +29,15 @@ def findings(doc: dict) -> list[dict]:
     for group in w.get("duplicates", []):
         add("warning", "bit-identical: " + _names(group))
     for o in w.get("outliers", []):
-        add("warning", f"outlier: {o['tensor']} max |x| {o['max_abs']:.4g} vs {o['sibling_max_abs']:.3g} in its "
-                       f"{o['siblings']} siblings ({o['share']:.2g} of its values)")
+        against = (f"its own median |x| {o['sibling_max_abs']:.3g}" if o.get("against") == "median_abs" else
+                   f"{o['sibling_max_abs']:.3g} in its {o['siblings']} siblings")
+        add("warning", f"outlier: {o['tensor']} max |x| {o['max_abs']:.4g} vs {against} "
+                       f"({o['share']:.2g} of its values)")
+    for d in w.get("duplicate_layers", []):
+        add("warning", f"layer {d['layer']} is a bit-identical copy of layer {d['copy_of']} ({d['tensors']} tensors)")
+    for d in w.get("duplicate_experts", []):
+        add("warning", f"layer {d['layer']}: expert {d['expert']} is a bit-identical copy of expert {d['copy_of']} "
+                       f"({d['tensors']} tensors)")
     for r in doc.get("routing", []):
         if r["dead"]:
             add("warning", f"layer {r['layer']}: experts never selected on {r['tokens']} tokens: "

@@ -26,6 +26,7 @@ class Recorder:
         self.horizons: list[dict] = []
         self.mla: list[dict] = []
         self.residual_weights: list[dict] = []
+        self.gates: list[dict] = []
         self.embedding: torch.Tensor | None = None
         self.attnres_model = False
         self._before: torch.Tensor | None = None
@@ -147,8 +148,42 @@ class Recorder:
                 self._close_pending(mixed)
 
     # ---- mixers ------------------------------------------------------------------------------------
+    def _watch_gates(self, i: int, mixer) -> None:
+        """Dynamic allocation: the share of KV entries an indexer keeps (of the causal ones) and the share
+        of heads a head gate keeps (hard gates: heads on; soft and activation gates: mean multiplier)."""
+        indexer = getattr(mixer, "indexer", None)
+        if indexer is not None:
+            select = indexer.select      # a method, not forward: wrapped, as the layer's seams are
+
+            def picked(x, keys, causal, *args, **kwargs):
+                out = select(x, keys, causal, *args, **kwargs)
+                kept = float(out.sum()) / max(1.0, float(causal.expand_as(out).sum()))
+                self.gates.append({"layer": i, "kind": "indexer", "topk": indexer.topk, "share_kept": kept,
+                                   "kept_per_query": float(out.sum(-1).float().mean())})
+                return out
+
+            self._patch(indexer, "select", picked)
+        gate = getattr(mixer, "gate", None)
+        if gate is not None and hasattr(gate, "head_gate"):
+            def heads(module, args, out):
+                per_head = out.float().reshape(-1, out.shape[-1]).mean(0)
+                self.gates.append({"layer": i, "kind": f"head_gate_{module.mode}", "share_kept": float(per_head.mean()),
+                                   "per_head": per_head.tolist()})
+
+            gate.register_forward_hook(heads)
+        proj = getattr(mixer, "head_gate_proj", None)
+        if proj is not None and hasattr(mixer, "head_gate_act"):
+            def act_heads(module, args, out):
+                g = mixer.head_gate_act(out.float())
+                per_head = g.reshape(-1, g.shape[-1]).mean(0)
+                self.gates.append({"layer": i, "kind": "head_gate_act", "share_kept": float(per_head.mean()),
+                                   "per_head": per_head.tolist()})
+
+            proj.register_forward_hook(act_heads)
+
     def _watch_mixer(self, i: int, mixer) -> None:
         kind = type(mixer).__name__
+        self._watch_gates(i, mixer)
         rest = horizons.at_rest(mixer)
         if kind == "MultiHeadLatentAttention":
             self.mla.append({"layer": i, **horizons.spectrum(mixer.kv_b_proj.weight.detach())})
@@ -206,7 +241,7 @@ class Recorder:
             for key in ("routed_norm", "shared_norm"):
                 if key in seen:
                     stats[key] = seen[key]
-            stats["other_space"] = self._other_space(module, seen)
+            stats["other_space"] = self._other_space(module, seen, experts)
             self.routing.append(stats)
             seen.clear()
 
@@ -224,16 +259,26 @@ class Recorder:
         s = torch.sigmoid(logits) if moe.score == "sigmoid" else logits   # softmax keeps the order of logits
         return s + bias.float() if bias is not None else s
 
-    def _other_space(self, moe, seen: dict) -> dict:
-        """LatentMoE: the same statistics with the router applied in the other space (hidden <-> latent),
-        where the router's width fits that space; otherwise why not."""
+    def _other_space(self, moe, seen: dict, actual: torch.Tensor) -> dict:
+        """LatentMoE: the same statistics with routing recomputed in the other space. A router that reads
+        the hidden state x is mapped onto the latent z = D x by least squares (W_lat = W D^+, the closest
+        router to W that sees only z), which routes D^+ z, the part of x the latent keeps: "does routing on
+        the latent change the statistics" is then measured. A latent router W reading z = D x is already
+        the hidden router W D: its choices in the hidden space are the same, so nothing is recomputed."""
         if not moe.latent_size:
             return {"available": False, "why": "not a LatentMoE"}
-        other = seen.get("x") if moe.routing_space == "latent" else seen.get("z")
-        if other is None or moe.gate.weight.shape[1] != other.shape[-1]:
-            return {"available": False, "why": f"the router reads width {moe.gate.weight.shape[1]}, the other "
-                                               f"space has width {None if other is None else other.shape[-1]}"}
-        _, experts = moe.route(other)
+        if moe.routing_space == "latent":
+            return {"available": False, "why": "a latent router W over the linear down-projection D is the hidden "
+                                               "router W D: the same choices in either space"}
+        z = seen.get("z")
+        if z is None:
+            return {"available": False, "why": "the latent was not seen"}
+        down = getattr(moe, moe.latent_names[0]).weight.float()            # D [L, H]
+        x_kept = torch.linalg.lstsq(down, z.float().reshape(-1, z.shape[-1]).T).solution.T   # D^+ z [N, H]
+        _, experts = moe.route(x_kept.to(seen["x"].dtype))
         s = routing.routing_stats(experts, moe.num_experts, self.starts)
-        return {"available": True, **{k: s[k] for k in ("imbalance", "entropy", "switch_rate", "top1_repeat",
-                                                        "topk_overlap", "distinct_per_block", "load")}}
+        same = (experts.sort(-1).values == actual.reshape(experts.shape).sort(-1).values).all(-1)
+        return {"available": True, "space": "latent", "map": "least squares: W_lat = W pinv(D)",
+                "same_choice_share": float(same.double().mean()),
+                **{k: s[k] for k in ("imbalance", "entropy", "switch_rate", "top1_repeat",
+                                     "topk_overlap", "distinct_per_block", "load")}}

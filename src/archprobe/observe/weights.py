@@ -16,12 +16,15 @@ import hashlib
 import math
 import re
 import statistics
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 
 OUTLIER_FACTOR = 50.0    # max |x| over the siblings' median max |x| that makes a tensor an outlier
 MIN_SIBLINGS = 2         # siblings (other than the tensor itself) needed for a median to mean something
+WITHIN_FACTOR = 1000.0   # without siblings: max |x| over the tensor's own median |x| that makes an outlier
+MEDIAN_SAMPLE = 1 << 16  # values the median |x| is estimated from
 CHUNK = 1 << 22          # elements converted to float32 at a time: a huge embedding never doubles in RAM
 _INDEX = re.compile(r"(?<=\.)\d+(?=\.)|(?<=\.)\d+$")
 
@@ -39,6 +42,7 @@ class TensorStats:
     constant: bool
     digest: str
     expert_digests: list[str] | None = None   # per slice of a fused [E, ...] expert tensor
+    median_abs: float | None = None
 
 
 def sibling_key(name: str) -> str:
@@ -46,32 +50,56 @@ def sibling_key(name: str) -> str:
     return _INDEX.sub("#", name)
 
 
-def _digest(t: torch.Tensor) -> str:
+def _hasher(t: torch.Tensor):
     h = hashlib.blake2b(digest_size=16)
-    h.update(str(t.dtype).encode() + str(tuple(t.shape)).encode())
-    flat = t.contiguous().reshape(-1)
-    if flat.numel():
-        raw = flat.view(torch.uint8) if flat.dtype != torch.bool else flat.to(torch.uint8)
-        h.update(raw.numpy().data)
+    h.update((b"float" if t.dtype.is_floating_point else str(t.dtype).encode()) + str(tuple(t.shape)).encode())
+    return h
+
+
+def _feed(h, c: torch.Tensor) -> None:
+    """Hash a chunk: float32 values for a float chunk already converted, raw bytes otherwise."""
+    raw = c.contiguous().view(torch.uint8) if c.dtype != torch.bool else c.to(torch.uint8)
+    h.update(raw.numpy().data)
+
+
+def _digest(t: torch.Tensor) -> str:
+    """A content hash: of the float32 values for a floating tensor (exact for every narrower float, so an
+    expert stored again in another float dtype still matches), of the raw bytes and dtype otherwise."""
+    h = _hasher(t)
+    flat = t.reshape(-1)
+    for s in range(0, flat.numel(), CHUNK):
+        c = flat[s:s + CHUNK]
+        _feed(h, c.to(torch.float32) if t.dtype.is_floating_point else c)
     return h.hexdigest()
+
+
+def _median_abs(flat: torch.Tensor) -> float | None:
+    """The median |x| of the finite values, from an even stride of at most MEDIAN_SAMPLE of them."""
+    step = max(1, flat.numel() // MEDIAN_SAMPLE)
+    f = flat[::step].float().abs()
+    f = f[torch.isfinite(f)]
+    return float(f.median()) if f.numel() else None
 
 
 def tensor_stats(name: str, t: torch.Tensor, fused_experts: bool = False) -> TensorStats:
     """One pass over `t` in chunks: float stats for floating dtypes, zero / constant / hash for all."""
     flat = t.reshape(-1)
     is_float = t.dtype.is_floating_point
+    h = _hasher(t)
     sq, mx, bad, lo, hi = 0.0, 0.0, 0, math.inf, -math.inf
     finite_n = 0
     for s in range(0, flat.numel(), CHUNK):
         c = flat[s:s + CHUNK]
         f = c.float() if is_float else c.to(torch.float64)
-        if is_float and not bool(torch.isfinite(f).all()):   # the slow path only where something is wrong
+        _feed(h, f if is_float else c)      # the same float32 chunk serves the hash and the statistics
+        a, b = torch.aminmax(f)
+        if is_float and not (math.isfinite(float(a)) and math.isfinite(float(b))):   # NaN / Inf: slow path
             fin = torch.isfinite(f)
             bad += c.numel() - int(fin.sum())
             f = f[fin]
-        if not f.numel():
-            continue
-        a, b = torch.aminmax(f)
+            if not f.numel():
+                continue
+            a, b = torch.aminmax(f)
         lo, hi = min(lo, float(a)), max(hi, float(b))
         if is_float:
             sq += float(torch.linalg.vector_norm(f)) ** 2
@@ -84,7 +112,8 @@ def tensor_stats(name: str, t: torch.Tensor, fused_experts: bool = False) -> Ten
     if fused_experts and t.dim() >= 3 and t.shape[0] > 1:
         experts = [_digest(t[e]) for e in range(t.shape[0])]
     return TensorStats(name, tuple(t.shape), str(t.dtype).removeprefix("torch."), flat.numel(), rms,
-                       mx if is_float else None, bad, not nonzero, not varies, _digest(t), experts)
+                       mx if is_float else None, bad, not nonzero, not varies, h.hexdigest(), experts,
+                       _median_abs(flat) if is_float and flat.numel() else None)
 
 
 def expand_names(reader) -> list[str]:
@@ -99,7 +128,7 @@ def expand_names(reader) -> list[str]:
 
 
 def _is_fused_experts(name: str) -> bool:
-    return "expert" in name and "shared" not in name
+    return ("expert" in name or "_exps" in name) and "shared" not in name
 
 
 def _scale_kind(name: str, t: torch.Tensor) -> str | None:
@@ -133,13 +162,18 @@ def find_outliers(stats: list[TensorStats]) -> dict[str, dict]:
             groups.setdefault(sibling_key(s.name), []).append(s)
     found = {}
     for members in groups.values():
-        if len(members) <= MIN_SIBLINGS:
+        if len(members) <= MIN_SIBLINGS:      # too few siblings: the tensor against its own typical value
+            for s in members:
+                if s.median_abs and s.max_abs > WITHIN_FACTOR * s.median_abs:
+                    found[s.name] = {"max_abs": s.max_abs, "sibling_max_abs": s.median_abs, "siblings": 0,
+                                     "against": "median_abs", "threshold": WITHIN_FACTOR * s.median_abs}
             continue
         for s in members:
             others = [o.max_abs for o in members if o is not s]
             ref = statistics.median(others)
             if s.max_abs > OUTLIER_FACTOR * ref and s.max_abs > 0:
-                found[s.name] = {"max_abs": s.max_abs, "sibling_max_abs": ref, "siblings": len(others)}
+                found[s.name] = {"max_abs": s.max_abs, "sibling_max_abs": ref, "siblings": len(others),
+                                 "against": "siblings", "threshold": OUTLIER_FACTOR * ref}
     return found
 
 
@@ -158,6 +192,71 @@ def duplicate_groups(stats: list[TensorStats], tied: bool) -> list[list[str]]:
     if tied:
         groups = [g for g in groups if not all(re.search(r"embed|lm_head|wte|\boutput\b", n) for n in g)]
     return sorted(groups)
+
+
+_LAYER = re.compile(r"(?<=\.)\d+(?=\.)")
+_EXPERT = re.compile(r"(?<=expert\.)\d+(?=\.)|(?<=experts\.)\d+(?=\.)")
+
+
+def _units(stats: list[TensorStats], split) -> dict[tuple, dict[str, str]]:
+    """unit -> {name with the unit's index replaced: digest}, for the tensors `split(name)` places in a
+    unit (a layer, an expert); constant tensors are left out, as for duplicates."""
+    units: dict[tuple, dict[str, str]] = {}
+    for s in stats:
+        if s.constant or s.numel < 2:
+            continue
+        pieces = [(s.name, s.digest)]
+        if s.expert_digests:
+            pieces += [(f"{s.name}[{e}]", d) for e, d in enumerate(s.expert_digests)]
+        for name, digest in pieces:
+            placed = split(name)
+            if placed is not None:
+                unit, key = placed
+                units.setdefault(unit, {})[key] = digest
+    return units
+
+
+def _copies(units: dict[tuple, dict[str, str]]) -> list[tuple[tuple, tuple, int]]:
+    """(unit, the earlier unit it copies, tensors) for units whose every tensor equals an earlier unit's
+    (same group, same keys, same contents)."""
+    found = []
+    for u in sorted(units):
+        for c in sorted(units):
+            if c >= u:
+                break
+            if c[:-1] == u[:-1] and units[c] == units[u]:
+                found.append((u, c, len(units[u])))
+                break
+    return found
+
+
+def _layer_split(name: str):
+    m = _LAYER.search(name)
+    return None if m is None else ((int(m.group()),), name[:m.start()] + "#" + name[m.end():])
+
+
+def _expert_split(name: str):
+    fused = re.search(r"\[(\d+)\]$", name)
+    m = _EXPERT.search(name)
+    if fused:
+        base, e = name[:fused.start()], int(fused.group(1))
+        key = base
+    elif m:
+        base, e = name, int(m.group())
+        key = name[:m.start()] + "#" + name[m.end():]
+    else:
+        return None
+    layer = _LAYER.search(base)
+    return (int(layer.group()) if layer else -1, e), key
+
+
+def duplicate_units(stats: list[TensorStats]) -> tuple[list[dict], list[dict]]:
+    """Whole layers stored twice and whole experts stored twice (every tensor of the unit bit-identical
+    to the same tensor of an earlier one): (duplicate_layers, duplicate_experts)."""
+    layers = [{"layer": u[0], "copy_of": c[0], "tensors": n} for u, c, n in _copies(_units(stats, _layer_split))]
+    experts = [{"layer": u[0], "expert": u[1], "copy_of": c[1], "tensors": n}
+               for u, c, n in _copies(_units(stats, _expert_split))]
+    return layers, experts
 
 
 def outlier_share(t: torch.Tensor, threshold: float) -> float:
@@ -184,33 +283,89 @@ def _sessions(reader, names):
                 pending = next(names, None)
 
 
-def scan(reader, config: dict | None = None, progress=None) -> dict:
-    """The `weights` section of archprobe.observe/1 for a TensorReader (validate/load.py)."""
-    names = expand_names(reader)
-    stats: list[TensorStats] = []
-    scales: dict[str, dict] = {}
-    for get, name in _sessions(reader, progress(names) if progress else names):
-        t = get(name)
-        stats.append(tensor_stats(name, t, _is_fused_experts(name)))
+class Scan:
+    """The weights scan, fed tensor by tensor: `watching(reader)` is the reader with every tensor the
+    forward reads scanned as it is read (each stored tensor is read from disk once for both), and
+    `finish()` scans the tensors the forward never read and assembles the section."""
+
+    def __init__(self, reader, config: dict | None = None):
+        self.reader, self.config = reader, config or {}
+        self.stats: dict[str, TensorStats] = {}
+        self.scales: dict[str, dict] = {}
+        self.during_forward = 0
+
+    def see(self, name: str, t: torch.Tensor) -> None:
+        if "*" in name:       # a family the reader stacked: its members, under their own names
+            for e in range(t.shape[0]):
+                self.see(name.replace("*", str(e), 1), t[e])
+            return
+        if name in self.stats:
+            return
+        self.stats[name] = tensor_stats(name, t, _is_fused_experts(name))
         kind = _scale_kind(name, t)
         if kind:
-            entry = scales.setdefault(kind, {"kind": kind, "tensors": 0, "histogram": {}})
+            entry = self.scales.setdefault(kind, {"kind": kind, "tensors": 0, "histogram": {}})
             entry["tensors"] += 1
             for k, v in _histogram(kind, t).items():
                 entry["histogram"][k] = entry["histogram"].get(k, 0) + v
-        del t
+
+    def watching(self, reader):
+        return _Watched(reader, self)
+
+    def finish(self, progress=None) -> dict:
+        names = expand_names(self.reader)
+        self.during_forward = sum(n in self.stats for n in names)
+        rest = [n for n in names if n not in self.stats]
+        for get, name in _sessions(self.reader, progress(rest) if progress and rest else rest):
+            self.see(name, get(name))
+        stats = [self.stats[n] for n in names if n in self.stats]
+        return _section(self.reader, stats, self.scales, self.config, self.during_forward)
+
+
+class _Watched:
+    """A reader whose sessions hand every tensor read to the scan first (otherwise the reader itself)."""
+
+    def __init__(self, reader, scan: Scan):
+        self._reader, self._scan = reader, scan
+
+    def __getattr__(self, attr):
+        return getattr(self._reader, attr)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._reader
+
+    @contextmanager
+    def session(self):
+        with self._reader.session() as get:
+            def watched(name: str):
+                t = get(name)
+                self._scan.see(name, t)
+                return t
+
+            yield watched
+
+
+def scan(reader, config: dict | None = None, progress=None) -> dict:
+    """The `weights` section of archprobe.observe/1 for a TensorReader (validate/load.py), read on its own."""
+    return Scan(reader, config).finish(progress)
+
+
+def _section(reader, stats: list[TensorStats], scales: dict, config: dict, during_forward: int) -> dict:
     outliers = find_outliers(stats)
     shares = {}
-    for get, name in _sessions(reader, list(outliers)):
-        shares[name] = outlier_share(get(name), OUTLIER_FACTOR * outliers[name]["sibling_max_abs"])
+    for get, name in _sessions(reader, list(outliers)):   # only the flagged tensors are read again
+        shares[name] = outlier_share(get(name), outliers[name]["threshold"])
         outliers[name]["share"] = shares[name]
+    copies = duplicate_units(stats)
     cfg = config or {}
     tied = bool(cfg.get("tie_word_embeddings", (cfg.get("text_config") or {}).get("tie_word_embeddings", False)))
     return {
         "tensors": len(stats),
+        "read_during_forward": during_forward,
         "nonfinite": [{"tensor": s.name, "count": s.nonfinite} for s in stats if s.nonfinite],
         "all_zero": [s.name for s in stats if s.all_zero],
         "duplicates": duplicate_groups(stats, tied),
+        "duplicate_layers": copies[0], "duplicate_experts": copies[1],
         "stats": [{"tensor": s.name, "rms": s.rms, "max_abs": s.max_abs, "outlier_share": shares.get(s.name, 0.0),
                    "dtype": s.dtype, "shape": list(s.shape)} for s in stats],
         "outliers": [{"tensor": n, **o} for n, o in sorted(outliers.items())],
