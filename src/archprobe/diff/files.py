@@ -1,0 +1,130 @@
+"""Revision and mirror forensics: which files of two hub sources hold the same bytes, from the hub's own
+digests (the tree listing's `lfs.oid` sha256 and git blob `oid`), without downloading a byte of a file.
+
+A re-upload under the same name, a revision, a mirror under another repo id: the listing of each side says,
+per file, the sha256 of its content (LFS files: shards) or its git blob id (small files: config, tokenizer).
+Two files are the same bytes when those digests agree; a file whose digest the hub gives malformed, or
+that one side stores in LFS and the other in git, is `unverified`, and then nothing is claimed identical.
+A file found on the other side under another path with the same sha256 is `moved`, not removed and added.
+"""
+
+from __future__ import annotations
+
+import os
+
+from archprobe.errors import SourceError
+
+WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".npz", ".msgpack", ".h5",
+                   ".onnx", ".mlx")
+LIMIT = 200
+
+
+def is_hub_source(source: str) -> bool:
+    """`org/name[@rev][:TAG]` that is not a local path (as inspect decides)."""
+    from archprobe.formats.sources import HUB_SOURCE
+
+    return bool(HUB_SOURCE.match(source)) and not source.startswith((".", "/", "~")) and not os.path.exists(source)
+
+
+def _repo_rev(source: str) -> tuple[str, str]:
+    if not is_hub_source(source):
+        raise SourceError(f"{source[:120]}: file forensics compares hub sources (org/name[@revision])",
+                          hint="drop --files-only to compare local checkpoints from their headers")
+    repo_id, _, revision = source.partition(":")[0].partition("@")
+    return repo_id, revision or "main"
+
+
+def _identity(h) -> tuple[str, str] | None:
+    """What names the file's bytes: the content sha256 for LFS files, the git blob id for the rest."""
+    if h.problem:
+        return None
+    if h.lfs:
+        return ("sha256", h.sha256) if h.sha256 else None
+    return ("git", h.git_oid) if h.git_oid else None
+
+
+def _row(path: str, h) -> dict:
+    return {"path": path, "size": h.size, "sha256": h.sha256, "git_oid": h.git_oid}
+
+
+def _is_weight(path: str, h) -> bool:
+    return h.lfs or path.endswith(WEIGHT_SUFFIXES)
+
+
+def compare_listings(a: dict, b: dict, limit: int = LIMIT) -> dict:
+    """The file section of a diff for two `path -> FileHash` maps (formats/hub.list_hashes)."""
+    same, changed, removed, added, moved, unverified = [], [], [], [], [], []
+    for path, ha in a.items():
+        hb = b.get(path)
+        if hb is None:
+            continue
+        ia, ib = _identity(ha), _identity(hb)
+        if ia is None or ib is None or ia[0] != ib[0]:
+            why = (ha.problem or hb.problem or ("one side stores it in LFS, the other in git" if ha.lfs != hb.lfs
+                                                else "the hub gives no digest for it"))
+            unverified.append({"path": path, "why": why})
+        elif ia == ib:
+            same.append(path)
+        else:
+            changed.append({"path": path, "weights": _is_weight(path, ha) or _is_weight(path, hb),
+                            "a": _row(path, ha), "b": _row(path, hb)})
+    only_b = {p: h for p, h in b.items() if p not in a}
+    by_sha_b: dict[str, list[str]] = {}
+    for p, h in only_b.items():
+        if _identity(h) and h.lfs:
+            by_sha_b.setdefault(h.sha256, []).append(p)
+    moved_b = set()
+    for path, ha in a.items():
+        if path in b:
+            continue
+        cands = [p for p in by_sha_b.get(ha.sha256 or "", []) if p not in moved_b] if _identity(ha) and ha.lfs else []
+        if cands:
+            moved.append({"a": path, "b": cands[0], "sha256": ha.sha256})
+            moved_b.add(cands[0])
+        else:
+            removed.append(_row(path, ha))
+    added = [_row(p, h) for p, h in only_b.items() if p not in moved_b]
+    weights_a = {p for p, h in a.items() if _is_weight(p, h)}
+    weights_b = {p for p, h in b.items() if _is_weight(p, h)}
+    bad = {r["path"] for r in unverified}
+    weights_same = (not (weights_a ^ weights_b) and not (weights_a & bad)
+                    and not any(r["weights"] for r in changed))
+    rows = {"changed": changed, "removed": removed, "added": added, "moved": moved, "unverified": unverified}
+    out = {"identical": not (changed or removed or added or moved or unverified),
+           "weights_identical": weights_same and bool(weights_a),
+           "same": len(same), "files_a": len(a), "files_b": len(b),
+           "shards_changed": [r["path"] for r in changed if r["weights"]][:limit]}
+    for name, r in rows.items():
+        out[name] = {"total": len(r), "items": r[:limit], "left_out": max(0, len(r) - limit)}
+    return out
+
+
+def file_diff(a: str, b: str, limit: int = LIMIT) -> dict:
+    """Both hub sources' listings compared file by file (two listing requests; no file bytes)."""
+    from archprobe.formats.hub import list_hashes
+    from archprobe.formats.limits import Deadline
+
+    deadline = Deadline()
+    sides = [_repo_rev(s) for s in (a, b)]
+    listings = [list_hashes(repo, rev, deadline) for repo, rev in sides]
+    out = compare_listings(*listings, limit=limit)
+    out["a"], out["b"] = ({"repo": r, "revision": v} for r, v in sides)
+    return out
+
+
+def files_only_doc(a: str, b: str, limit: int = LIMIT) -> dict:
+    """The `archprobe.diff/1` document with only the file section (`diff --files-only`)."""
+    from archprobe.diff.headers import SCHEMA
+
+    files = file_diff(a, b, limit)
+    return {"schema": SCHEMA, "a": {"location": a, "kind": "hub"}, "b": {"location": b, "kind": "hub"},
+            "identical": files["identical"], "files": files}
+
+
+def add_files(doc: dict, a: str, b: str, limit: int = LIMIT) -> dict:
+    """Adds the file section to a header diff of two hub sources (a local side: unchanged); byte changes with
+    identical headers (a re-upload with new values) make the pair not identical."""
+    if is_hub_source(a) and is_hub_source(b):
+        doc["files"] = file_diff(a, b, limit)
+        doc["identical"] = doc["identical"] and doc["files"]["identical"]
+    return doc
