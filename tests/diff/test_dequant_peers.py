@@ -137,3 +137,16 @@ def test_every_type_in_a_real_gguf_decodes_as_gguf_quants(model, tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7, err_msg=f"{model} {name} {t.name}")
     assert len(by_type) >= 2, by_type.keys()
     print(model, sorted(by_type))
+
+
+def test_mxfp4_equals_transformers_gpt_oss_reference():
+    """The MXFP4 reference as gpt-oss ships it (transformers' convert_moe_packed_tensors: blocks
+    [E, out, G, 16], E8M0 scales [E, out, G], returned transposed to [E, in, out])."""
+    mx = pytest.importorskip("transformers.integrations.mxfp4")
+    g = torch.Generator().manual_seed(1)
+    blocks = torch.randint(0, 256, (3, 10, 4, 16), generator=g, dtype=torch.uint8)
+    scales = torch.randint(115, 135, (3, 10, 4), generator=g, dtype=torch.uint8)
+    theirs = mx.convert_moe_packed_tensors(blocks, scales, dtype=torch.float32)
+    ours = torch.stack([dequantize_mxfp4(blocks[e].reshape(10, 64), scales[e], dtype=torch.float32)
+                        for e in range(3)])
+    torch.testing.assert_close(ours.transpose(1, 2), theirs, rtol=0, atol=0)
