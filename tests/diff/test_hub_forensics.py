@@ -99,7 +99,12 @@ def test_a_mirror_under_another_name_is_byte_identical(tmp_path, hub):
     hub.add_repo("someone/m-mirror", str(copy))
     f = file_diff("org/m", "someone/m-mirror")
     assert f["identical"] is True and f["weights_identical"] is True and f["same"] == f["files_a"] == 4
-    # a mirror with another README and a re-seeded checkpoint: weights differ, and it says so
+    # a mirror that adds its own README: the files differ, the weights do not
+    (copy / "README.md").write_text("mirrored from org/m")
+    f = file_diff("org/m", "someone/m-mirror")
+    assert f["identical"] is False and f["weights_identical"] is True and f["shards_changed"] == []
+    assert [r["path"] for r in f["added"]["items"]] == ["README.md"]
+    # a re-seeded checkpoint under the same file names: every shard differs, and it says so
     other = _checkpoint(tmp_path / "reseeded", seed=1)
     hub.add_repo("someone/m-retrained", other)
     f = file_diff("org/m", "someone/m-retrained")
@@ -165,3 +170,26 @@ def test_cli_files_only_json_text_and_errors(tmp_path, hub):
     assert res.exit_code == 0 and "byte-identical" in res.output and "no differences" in res.output
     res = runner.invoke(app, ["diff", str(tmp_path / "v1"), "org/m@v2", "--files-only"])
     assert res.exit_code != 0 and "hub sources" in res.output and "Traceback" not in res.output
+
+
+def test_a_gguf_mirror_that_renamed_its_file_carries_the_same_weights(tmp_path, hub):
+    import gguf
+
+    from tests.support.gguf_files import write_tiny_gguf
+
+    orig, mirror = tmp_path / "orig", tmp_path / "mirror"
+    orig.mkdir()
+    mirror.mkdir()
+    write_tiny_gguf(orig / "m-Q8_0.gguf")
+    write_tiny_gguf(orig / "m-Q4_0.gguf", gguf.GGMLQuantizationType.Q4_0)
+    shutil.copy(orig / "m-Q4_0.gguf", mirror / "M-q4_0.gguf")          # one quant only, renamed
+    hub.add_repo("org/m-GGUF", str(orig))
+    hub.add_repo("x/m-GGUF", str(mirror))
+    f = file_diff("org/m-GGUF:Q4_0", "x/m-GGUF:Q4_0")
+    assert f["weights_identical"] is True and f["identical"] is False
+    assert f["moved"]["items"] == [{"a": "m-Q4_0.gguf", "b": "M-q4_0.gguf", "sha256": f["moved"]["items"][0]["sha256"]}]
+    assert f["a"]["tag"] == "Q4_0"
+    f = file_diff("org/m-GGUF:Q8_0", "x/m-GGUF:Q4_0")                   # another quantization: not the same
+    assert f["weights_identical"] is False
+    assert file_diff("org/m-GGUF", "x/m-GGUF")["weights_identical"] is False   # the whole repos differ
+    assert _resolved(hub) == 0

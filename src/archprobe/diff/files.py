@@ -5,7 +5,9 @@ A re-upload under the same name, a revision, a mirror under another repo id: the
 per file, the sha256 of its content (LFS files: shards) or its git blob id (small files: config, tokenizer).
 Two files are the same bytes when those digests agree; a file whose digest the hub gives malformed, or
 that one side stores in LFS and the other in git, is `unverified`, and then nothing is claimed identical.
-A file found on the other side under another path with the same sha256 is `moved`, not removed and added.
+A file found on the other side under another path with the same sha256 is `moved`, not removed and added;
+`weights_identical` holds when both sides carry the same weight bytes, whatever the files are called. A
+`:TAG` side (a GGUF repo) is only the GGUF model the tag names.
 """
 
 from __future__ import annotations
@@ -26,12 +28,29 @@ def is_hub_source(source: str) -> bool:
     return bool(HUB_SOURCE.match(source)) and not source.startswith((".", "/", "~")) and not os.path.exists(source)
 
 
-def _repo_rev(source: str) -> tuple[str, str]:
+def _parse(source: str) -> tuple[str, str, str]:
+    """(repo id, revision, GGUF tag or '')."""
     if not is_hub_source(source):
-        raise SourceError(f"{source[:120]}: file forensics compares hub sources (org/name[@revision])",
+        raise SourceError(f"{source[:120]}: file forensics compares hub sources (org/name[@revision][:TAG])",
                           hint="drop --files-only to compare local checkpoints from their headers")
-    repo_id, _, revision = source.partition(":")[0].partition("@")
-    return repo_id, revision or "main"
+    rest, _, tag = source.partition(":")
+    repo_id, _, revision = rest.partition("@")
+    return repo_id, revision or "main", tag
+
+
+def _side_listing(repo_id: str, revision: str, tag: str, deadline) -> dict:
+    """The side's files; with a `:TAG`, only the GGUF model it names (as inspect chooses it)."""
+    from archprobe.formats.gguf import choose_model
+    from archprobe.formats.hub import list_hashes
+
+    hashes = list_hashes(repo_id, revision, deadline)
+    if not tag:
+        return hashes
+    ggufs = [f for f in hashes if f.endswith(".gguf")]
+    if not ggufs:
+        raise SourceError(f"{repo_id}@{revision}: no .gguf files for ':{tag}'")
+    chosen, _ = choose_model(ggufs, {f: h.size for f, h in hashes.items()}, tag, f"{repo_id}@{revision}")
+    return {f: hashes[f] for f in chosen}
 
 
 def _identity(h) -> tuple[str, str] | None:
@@ -84,11 +103,10 @@ def compare_listings(a: dict, b: dict, limit: int = LIMIT) -> dict:
         else:
             removed.append(_row(path, ha))
     added = [_row(p, h) for p, h in only_b.items() if p not in moved_b]
-    weights_a = {p for p, h in a.items() if _is_weight(p, h)}
-    weights_b = {p for p, h in b.items() if _is_weight(p, h)}
-    bad = {r["path"] for r in unverified}
-    weights_same = (not (weights_a ^ weights_b) and not (weights_a & bad)
-                    and not any(r["weights"] for r in changed))
+    weights_a = [_identity(h) for p, h in a.items() if _is_weight(p, h)]
+    weights_b = [_identity(h) for p, h in b.items() if _is_weight(p, h)]
+    # the same weight bytes on both sides, whatever the files are called (a mirror may rename them)
+    weights_same = None not in weights_a + weights_b and sorted(weights_a) == sorted(weights_b)
     rows = {"changed": changed, "removed": removed, "added": added, "moved": moved, "unverified": unverified}
     out = {"identical": not (changed or removed or added or moved or unverified),
            "weights_identical": weights_same and bool(weights_a),
@@ -101,14 +119,13 @@ def compare_listings(a: dict, b: dict, limit: int = LIMIT) -> dict:
 
 def file_diff(a: str, b: str, limit: int = LIMIT) -> dict:
     """Both hub sources' listings compared file by file (two listing requests; no file bytes)."""
-    from archprobe.formats.hub import list_hashes
     from archprobe.formats.limits import Deadline
 
     deadline = Deadline()
-    sides = [_repo_rev(s) for s in (a, b)]
-    listings = [list_hashes(repo, rev, deadline) for repo, rev in sides]
+    sides = [_parse(s) for s in (a, b)]
+    listings = [_side_listing(*side, deadline) for side in sides]
     out = compare_listings(*listings, limit=limit)
-    out["a"], out["b"] = ({"repo": r, "revision": v} for r, v in sides)
+    out["a"], out["b"] = ({"repo": r, "revision": v, "tag": t or None} for r, v, t in sides)
     return out
 
 
