@@ -193,3 +193,22 @@ def test_a_gguf_mirror_that_renamed_its_file_carries_the_same_weights(tmp_path, 
     assert f["weights_identical"] is False
     assert file_diff("org/m-GGUF", "x/m-GGUF")["weights_identical"] is False   # the whole repos differ
     assert _resolved(hub) == 0
+
+
+def test_huggingface_hub_reads_the_same_digests_from_the_stand_in(tmp_path, hub):
+    """The official client parses the stand-in's tree and blobs answers into the digests list_hashes reads."""
+    from huggingface_hub import HfApi
+
+    hub.add_repo("org/m", _checkpoint(tmp_path / "v1"))
+    api = HfApi(endpoint=hub.url, token=False)
+    ours = list_hashes("org/m", "main")
+    tree = {f.path: f for f in api.list_repo_tree("org/m", recursive=True)}
+    info = {s.rfilename: s for s in api.model_info("org/m", files_metadata=True).siblings}
+    assert set(tree) == set(info) == set(ours)
+    for path, h in ours.items():
+        lfs_tree, lfs_info = tree[path].lfs, info[path].lfs
+        assert (lfs_tree is not None) == (lfs_info is not None) == h.lfs
+        if h.lfs:
+            assert lfs_tree.sha256 == lfs_info.sha256 == h.sha256
+        assert tree[path].blob_id == info[path].blob_id == h.git_oid
+    assert _resolved(hub) == 0
