@@ -168,8 +168,25 @@ def test_cli_files_only_json_text_and_errors(tmp_path, hub):
     assert res.exit_code == 0 and "model-00002-of-00002.safetensors" in res.output and "differ" in res.output
     res = runner.invoke(app, ["diff", "org/m@v1", "org/m@v1"])       # full diff, text
     assert res.exit_code == 0 and "byte-identical" in res.output and "no differences" in res.output
-    res = runner.invoke(app, ["diff", str(tmp_path / "v1"), "org/m@v2", "--files-only"])
-    assert res.exit_code != 0 and "hub sources" in res.output and "Traceback" not in res.output
+    res = runner.invoke(app, ["diff", str(tmp_path / "nowhere"), "org/m@v2", "--files-only"])
+    assert res.exit_code != 0 and "neither a local folder" in res.output and "Traceback" not in res.output
+
+
+def test_a_local_download_against_the_hub(tmp_path, hub):
+    """--files-only with a local folder hashes it (sha256 and git blob id) and compares with the hub's digests."""
+    hub.add_repo("org/m", _checkpoint(tmp_path / "v1"), revision="v1")
+    hub.add_repo("org/m", _checkpoint(tmp_path / "v2", perturb_shard2=True), revision="v2")
+    (tmp_path / "v1" / ".cache").mkdir()          # huggingface_hub's download bookkeeping: not the model
+    (tmp_path / "v1" / ".cache" / "x.lock").write_text("")
+    same = file_diff(str(tmp_path / "v1"), "org/m@v1")
+    assert same["identical"] is True and same["same"] == 4 and same["a"] == {"path": str(tmp_path / "v1")}
+    other = file_diff(str(tmp_path / "v1"), "org/m@v2")
+    assert other["shards_changed"] == ["model-00002-of-00002.safetensors"] and other["same"] == 3
+    local_pair = file_diff(str(tmp_path / "v1"), str(tmp_path / "v2"))
+    assert local_pair["shards_changed"] == ["model-00002-of-00002.safetensors"]
+    one = file_diff(str(tmp_path / "v2" / "config.json"), str(tmp_path / "v1" / "config.json"))
+    assert one["identical"] is True
+    assert _resolved(hub) == 0
 
 
 def test_a_gguf_mirror_that_renamed_its_file_carries_the_same_weights(tmp_path, hub):

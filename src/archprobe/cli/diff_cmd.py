@@ -13,8 +13,9 @@ SideA = Annotated[str, typer.Argument(help=_HELP, show_default=False)]
 SideB = Annotated[str, typer.Argument(help=_HELP, show_default=False)]
 LimitOpt = Annotated[int, typer.Option("--limit", min=1, max=100000,
                                        help="Entries kept per list (the rest are counted as left out).")]
-FilesOnlyOpt = Annotated[bool, typer.Option("--files-only", help="Hub sources: only which files hold the same "
-                                            "bytes, from the hub's sha256 digests (no header or file reads).")]
+FilesOnlyOpt = Annotated[bool, typer.Option("--files-only", help="Only which files hold the same bytes: hub "
+                                            "sides from the hub's sha256 / git digests (no file bytes read), "
+                                            "a local side hashed here.")]
 
 
 def diff(a: SideA, b: SideB, json_out: JsonOpt = False, no_progress: NoProgressOpt = False,

@@ -1,5 +1,6 @@
 """Revision and mirror forensics: which files of two hub sources hold the same bytes, from the hub's own
 digests (the tree listing's `lfs.oid` sha256 and git blob `oid`), without downloading a byte of a file.
+A local side (`--files-only` with a folder: is my download what the hub holds?) is hashed here, both ways.
 
 A re-upload under the same name, a revision, a mirror under another repo id: the listing of each side says,
 per file, the sha256 of its content (LFS files: shards) or its git blob id (small files: config, tokenizer).
@@ -29,10 +30,10 @@ def is_hub_source(source: str) -> bool:
 
 
 def _parse(source: str) -> tuple[str, str, str]:
-    """(repo id, revision, GGUF tag or '')."""
+    """(repo id, revision, GGUF tag or '') of a hub source."""
     if not is_hub_source(source):
-        raise SourceError(f"{source[:120]}: file forensics compares hub sources (org/name[@revision][:TAG])",
-                          hint="drop --files-only to compare local checkpoints from their headers")
+        raise SourceError(f"{source[:120]}: neither a local folder or file nor a hub repo id "
+                          "(org/name[@revision][:TAG])")
     rest, _, tag = source.partition(":")
     repo_id, _, revision = rest.partition("@")
     return repo_id, revision or "main", tag
@@ -54,12 +55,27 @@ def _side_listing(repo_id: str, revision: str, tag: str, deadline) -> dict:
 
 
 def _identity(h) -> tuple[str, str] | None:
-    """What names the file's bytes: the content sha256 for LFS files, the git blob id for the rest."""
+    """What names the file's bytes: the content sha256 for LFS (and local) files, the git blob id for the rest."""
     if h.problem:
         return None
-    if h.lfs:
+    if h.lfs is not False:
         return ("sha256", h.sha256) if h.sha256 else None
     return ("git", h.git_oid) if h.git_oid else None
+
+
+def _pair(ha, hb) -> tuple | None:
+    """The two files' digests of one kind (a local file has both kinds; a hub file the one its storage
+    gives), or None when they cannot be compared."""
+    if ha.problem or hb.problem:
+        return None
+    if ha.lfs is None or hb.lfs is None:          # a local side: take the hub side's kind (sha256 if both local)
+        kind = "git" if False in (ha.lfs, hb.lfs) else "sha256"
+    elif ha.lfs != hb.lfs:
+        return None
+    else:
+        kind = "sha256" if ha.lfs else "git"
+    da, db = (h.sha256 if kind == "sha256" else h.git_oid for h in (ha, hb))
+    return (da, db) if da and db else None
 
 
 def _row(path: str, h) -> dict:
@@ -77,12 +93,13 @@ def compare_listings(a: dict, b: dict, limit: int = LIMIT) -> dict:
         hb = b.get(path)
         if hb is None:
             continue
-        ia, ib = _identity(ha), _identity(hb)
-        if ia is None or ib is None or ia[0] != ib[0]:
-            why = (ha.problem or hb.problem or ("one side stores it in LFS, the other in git" if ha.lfs != hb.lfs
+        pair = _pair(ha, hb)
+        if pair is None:
+            why = (ha.problem or hb.problem or ("one side stores it in LFS, the other in git"
+                                                if None not in (ha.lfs, hb.lfs) and ha.lfs != hb.lfs
                                                 else "the hub gives no digest for it"))
             unverified.append({"path": path, "why": why})
-        elif ia == ib:
+        elif pair[0] == pair[1]:
             same.append(path)
         else:
             changed.append({"path": path, "weights": _is_weight(path, ha) or _is_weight(path, hb),
@@ -90,13 +107,13 @@ def compare_listings(a: dict, b: dict, limit: int = LIMIT) -> dict:
     only_b = {p: h for p, h in b.items() if p not in a}
     by_sha_b: dict[str, list[str]] = {}
     for p, h in only_b.items():
-        if _identity(h) and h.lfs:
+        if _identity(h) and h.sha256:
             by_sha_b.setdefault(h.sha256, []).append(p)
     moved_b = set()
     for path, ha in a.items():
         if path in b:
             continue
-        cands = [p for p in by_sha_b.get(ha.sha256 or "", []) if p not in moved_b] if _identity(ha) and ha.lfs else []
+        cands = [p for p in by_sha_b.get(ha.sha256, []) if p not in moved_b] if _identity(ha) and ha.sha256 else []
         if cands:
             moved.append({"a": path, "b": cands[0], "sha256": ha.sha256})
             moved_b.add(cands[0])
@@ -122,10 +139,55 @@ def file_diff(a: str, b: str, limit: int = LIMIT) -> dict:
     from archprobe.formats.limits import Deadline
 
     deadline = Deadline()
-    sides = [_parse(s) for s in (a, b)]
-    listings = [_side_listing(*side, deadline) for side in sides]
+    listings, labels = [], []
+    for source in (a, b):
+        if os.path.exists(source) and not is_hub_source(source):
+            listings.append(local_hashes(source, deadline))
+            labels.append({"path": source})
+        else:
+            repo, rev, tag = _parse(source)
+            listings.append(_side_listing(repo, rev, tag, deadline))
+            labels.append({"repo": repo, "revision": rev, "tag": tag or None})
     out = compare_listings(*listings, limit=limit)
-    out["a"], out["b"] = ({"repo": r, "revision": v, "tag": t or None} for r, v, t in sides)
+    out["a"], out["b"] = labels
+    return out
+
+
+SKIP_DIRS = (".git", ".cache", ".huggingface")
+
+
+def local_hashes(source: str, deadline) -> dict:
+    """path -> FileHash (both digests: sha256 and git blob id) of every regular file under a local folder
+    (or of one file), read once within the command's deadline; hidden git/cache folders are skipped, links
+    to things that are not regular files are never read."""
+    import hashlib
+
+    from archprobe.formats.hub import FileHash
+    from archprobe.formats.limits import cap
+
+    if os.path.isfile(source):
+        files = {os.path.basename(source): source}
+    else:
+        files = {}
+        for root, dirs, names in os.walk(source):
+            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+            for name in sorted(names):
+                full = os.path.join(root, name)
+                files[os.path.relpath(full, source).replace(os.sep, "/")] = full
+                if len(files) > cap("MAX_LISTING_FILES"):
+                    raise SourceError(f"{source}: over {cap('MAX_LISTING_FILES'):,} files; refused")
+    out = {}
+    for rel, full in files.items():
+        if not os.path.isfile(full):          # a dangling link, a device, a fifo
+            continue
+        size = os.path.getsize(full)
+        sha, git = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % size)
+        with open(full, "rb") as f:
+            while chunk := f.read(8 << 20):
+                deadline.check(f"{source}: hashing {rel}")
+                sha.update(chunk)
+                git.update(chunk)
+        out[rel] = FileHash(size, sha.hexdigest(), git.hexdigest(), None)
     return out
 
 
@@ -134,8 +196,8 @@ def files_only_doc(a: str, b: str, limit: int = LIMIT) -> dict:
     from archprobe.diff.headers import SCHEMA
 
     files = file_diff(a, b, limit)
-    return {"schema": SCHEMA, "a": {"location": a, "kind": "hub"}, "b": {"location": b, "kind": "hub"},
-            "identical": files["identical"], "files": files}
+    label = lambda s: {"location": s, "kind": "hub" if is_hub_source(s) else "local"}  # noqa: E731
+    return {"schema": SCHEMA, "a": label(a), "b": label(b), "identical": files["identical"], "files": files}
 
 
 def add_files(doc: dict, a: str, b: str, limit: int = LIMIT) -> dict:

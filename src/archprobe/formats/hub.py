@@ -168,12 +168,13 @@ def list_files(repo_id: str, revision: str, deadline: Deadline | None = None) ->
 class FileHash:
     """What the hub says identifies one file's bytes, read from its listing without downloading it:
     `sha256` of the content (LFS files), `git_oid` of the git blob (for LFS files, of the pointer, which
-    names the sha256), `problem` when the hub's value is not a well-formed digest (then nothing is trusted)."""
+    names the sha256), `problem` when the hub's value is not a well-formed digest (then nothing is trusted).
+    `lfs` is None for a local file hashed here (both digests are of its bytes)."""
 
     size: int | None
     sha256: str | None
     git_oid: str | None
-    lfs: bool
+    lfs: bool | None
     problem: str | None = None
 
 
