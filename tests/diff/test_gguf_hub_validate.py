@@ -133,3 +133,21 @@ def test_the_real_smollm2_gguf_from_the_hub_validates_as_the_local_file(tmp_path
     assert timeless(doc["layers"]) == timeless(local["layers"]) and len(doc["layers"]) == 2
     with open(path, "rb") as f:
         assert doc["fetched"]["sha256"][os.path.basename(path)] == hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def test_a_split_gguf_model_downloads_every_part(tmp_path, hub):
+    from archprobe.formats.gguf import choose_model
+
+    folder = tmp_path / "split"
+    folder.mkdir()
+    write_tiny_gguf(folder / "tiny-Q8_0.gguf", runnable=True, split_max_tensors=8)
+    parts = sorted(p.name for p in folder.iterdir())
+    assert len(parts) > 1 and all("-of-" in p for p in parts)
+    write_tiny_gguf(folder / "other-Q4_0.gguf", gguf.GGMLQuantizationType.Q4_0, runnable=True)
+    hub.add_repo("org/split", str(folder))
+    # a part's file name names its whole model
+    assert choose_model(parts + ["other-Q4_0.gguf"], {}, parts[-1], "here")[0] == parts
+    doc = validate(f"org/split:{parts[-1]}", IDS)
+    assert doc["status"] == "ran" and doc["fetched"]["gguf_files"] == parts
+    local = validate(str(folder / parts[0]), IDS)
+    assert doc["mapped_tensors"] == local["mapped_tensors"] > 0
