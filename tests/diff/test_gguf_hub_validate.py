@@ -151,3 +151,16 @@ def test_a_split_gguf_model_downloads_every_part(tmp_path, hub):
     assert doc["status"] == "ran" and doc["fetched"]["gguf_files"] == parts
     local = validate(str(folder / parts[0]), IDS)
     assert doc["mapped_tensors"] == local["mapped_tensors"] > 0
+
+
+def test_a_gguf_model_in_a_subfolder_of_the_repo(tmp_path, hub):
+    folder = tmp_path / "nested"
+    (folder / "Q4_0").mkdir(parents=True)
+    write_tiny_gguf(folder / "Q4_0" / "tiny-Q4_0.gguf", gguf.GGMLQuantizationType.Q4_0, runnable=True)
+    write_tiny_gguf(folder / "tiny-Q8_0.gguf", runnable=True)
+    hub.nested = True
+    hub.add_repo("org/nested", str(folder))
+    doc = validate("org/nested:Q4_0", IDS)
+    assert doc["status"] == "ran" and doc["fetched"]["gguf_files"] == ["Q4_0/tiny-Q4_0.gguf"]
+    cached = [p for p in (tmp_path / "cache").rglob("*.gguf")]
+    assert [p.parent.name for p in cached] == ["Q4_0"]     # one below the repo's cache folder, nowhere else

@@ -43,6 +43,7 @@ class HubServer:
         self.max_active = 0
         self.delay_s = 0.0
         self.hash_limit = 256 << 20
+        self.nested = False          # True: subfolders' files are listed and served too (as `sub/name`)
         self._digests: dict[tuple, str] = {}
         self._lock = threading.Lock()
         server = self
@@ -155,7 +156,7 @@ class HubServer:
             return self._send(h, *err, head=head)
         folder = self.folder(repo, revision)
         rows = []
-        for name in sorted(os.listdir(folder)):
+        for name in self._names(folder):
             p = os.path.join(folder, name)
             if os.path.isfile(p):
                 size = os.path.getsize(p)
@@ -168,6 +169,13 @@ class HubServer:
                 rows.append(row)
         rows += self.listing_extra.get(repo, [])
         self._send(h, 200, json.dumps(rows).encode(), {"Content-Type": "application/json"}, head)
+
+    def _names(self, folder: str) -> list[str]:
+        """The repo's file paths: the top folder's files, and with `nested` those of its subfolders too."""
+        if not self.nested:
+            return sorted(os.listdir(folder))
+        return sorted(os.path.relpath(os.path.join(root, n), folder).replace(os.sep, "/")
+                      for root, _, names in os.walk(folder) for n in names)
 
     def sha256(self, path: str) -> str:
         """The sha256 of the file's bytes (name and size based over `hash_limit`), cached per size and mtime."""
@@ -201,7 +209,7 @@ class HubServer:
         if (err := self._repo_error(repo)) is not None:
             return self._send(h, *err, head=head)
         p = os.path.join(self.folder(repo, revision), name)
-        if "/" in name or not os.path.isfile(p):
+        if ("/" in name and not (self.nested and ".." not in name.split("/"))) or not os.path.isfile(p):
             return self._send(h, 404, b"entry not found", {"X-Error-Code": "EntryNotFound"}, head)
         size = os.path.getsize(p)
         etag = '"' + hashlib.sha256(name.encode()).hexdigest() + '"'

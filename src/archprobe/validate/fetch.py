@@ -106,9 +106,6 @@ def fetch_gguf(source: str, progress=None) -> tuple[str, dict]:
     if not ggufs:
         raise SourceError(f"{where}: no .gguf files", hint="drop ':TAG' to validate safetensors weights")
     chosen, warnings = choose_model(ggufs, {f: h.size for f, h in hashes.items()}, tag or None, where)
-    bad = [f for f in chosen if "/" in f]
-    if bad:
-        raise SourceError(f"{where}: {bad[0][:80]!r} is in a subfolder; validate downloads top-level GGUF files only")
     reader = HubReader(repo_id, revision, deadline)
     folder = cache_root() / (repo_id.replace("/", "--") + "@" + re.sub(r"[^\w.-]", "_", revision))
     folder.mkdir(parents=True, exist_ok=True)
@@ -119,7 +116,7 @@ def fetch_gguf(source: str, progress=None) -> tuple[str, dict]:
         if h.sha256 is None:
             raise SourceError(f"{repo_id}/{name}: {h.problem or 'the hub gives no sha256 for it'}; "
                               "refused (the download could not be verified)")
-        download(reader, name, h.size, folder / name, sha256=h.sha256)
+        download(reader, name, h.size, folder / name, sha256=h.sha256, nested=True)
     return str(folder / chosen[0]), {"repo": repo_id, "revision": revision, "gguf_files": chosen,
                                      "sha256": {f: hashes[f].sha256 for f in chosen},
                                      "bytes_downloaded": sum(hashes[f].size or 0 for f in chosen),
@@ -136,15 +133,19 @@ def _sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
-def download(reader, name: str, size: int | None, dest: Path, sha256: str | None = None) -> None:
+def download(reader, name: str, size: int | None, dest: Path, sha256: str | None = None,
+             nested: bool = False) -> None:
     """`name` into `dest`, exactly `size` bytes (the listing's) and, given `sha256`, exactly those bytes,
-    through a temporary file; kept when the file already there has that size (and that sha256)."""
+    through a temporary file; kept when the file already there has that size (and that sha256). `nested`
+    allows a path in a subfolder of the repo (GGUF quantizations often live in one), which stays one below
+    the cache folder (repo_path_problem refuses '..', absolute and odd paths)."""
     import hashlib
 
     from archprobe.formats.hub import repo_path_problem
 
-    if repo_path_problem(name) or "/" in name:
+    if repo_path_problem(name) or ("/" in name and not nested):
         raise SourceError(f"{reader.repo_id}: file {name[:80]!r} is not a plain file name in the repo; refused")
+    dest.parent.mkdir(parents=True, exist_ok=True)
     if size is None:
         raise SourceError(f"{reader.repo_id}/{name}: the listing gives no size; refused to download without a cap")
     if dest.is_file() and not dest.is_symlink() and dest.stat().st_size == size and (
