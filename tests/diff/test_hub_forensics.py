@@ -103,7 +103,17 @@ def test_a_mirror_under_another_name_is_byte_identical(tmp_path, hub):
     (copy / "README.md").write_text("mirrored from org/m")
     f = file_diff("org/m", "someone/m-mirror")
     assert f["identical"] is False and f["weights_identical"] is True and f["shards_changed"] == []
+    assert f["model_identical"] is True
     assert [r["path"] for r in f["added"]["items"]] == ["README.md"]
+    from archprobe.diff.files import add_files
+
+    d = add_files(diff_sources("org/m", "someone/m-mirror"), "org/m", "someone/m-mirror")
+    assert d["identical"] is True          # no false difference: the model is the same
+    hub.served.clear()                     # (the header diff read the headers; the file checks read nothing)
+    # a mirror that edits its tokenizer is another model, though its weights are the same bytes
+    (copy / "tokenizer_config.json").write_text('{"chat_template": "changed"}')
+    f = file_diff("org/m", "someone/m-mirror")
+    assert f["weights_identical"] is True and f["model_identical"] is False
     # a re-seeded checkpoint under the same file names: every shard differs, and it says so
     other = _checkpoint(tmp_path / "reseeded", seed=1)
     hub.add_repo("someone/m-retrained", other)

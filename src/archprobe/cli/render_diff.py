@@ -69,7 +69,9 @@ def _files(c: Console, f: dict) -> None:
         c.print(line(("files: byte-identical", "green"), f" ({n}, by the hub's digests)"))
         return
     c.print(line(("files: ", "bold"), n, "; weights ",
-                 ("byte-identical", "green") if f["weights_identical"] else ("differ", "red")))
+                 ("byte-identical", "green") if f["weights_identical"] else ("differ", "red"),
+                 "; the model's files (all but docs) ",
+                 ("the same", "green") if f.get("model_identical") else ("differ", "red")))
     t = Table(title="Files that differ (by the hub's sha256 / git digests)")
     for col in ("", "A", "B", "what"):
         t.add_column(col)

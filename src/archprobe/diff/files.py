@@ -7,7 +7,8 @@ per file, the sha256 of its content (LFS files: shards) or its git blob id (smal
 Two files are the same bytes when those digests agree; a file whose digest the hub gives malformed, or
 that one side stores in LFS and the other in git, is `unverified`, and then nothing is claimed identical.
 A file found on the other side under another path with the same sha256 is `moved`, not removed and added;
-`weights_identical` holds when both sides carry the same weight bytes, whatever the files are called. A
+`weights_identical` holds when both sides carry the same weight bytes, whatever the files are called, and
+`model_identical` when, besides, every other file but the docs (README, licence, images) is the same. A
 `:TAG` side (a GGUF repo) is only the GGUF model the tag names.
 """
 
@@ -83,7 +84,16 @@ def _row(path: str, h) -> dict:
 
 
 def _is_weight(path: str, h) -> bool:
-    return h.lfs or path.endswith(WEIGHT_SUFFIXES)
+    return bool(h.lfs) or path.endswith(WEIGHT_SUFFIXES)
+
+
+DOC_SUFFIXES = (".md", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".pdf")
+
+
+def _is_doc(path: str) -> bool:
+    """A file that describes the model rather than being part of it (a mirror rewrites its README)."""
+    base = path.rsplit("/", 1)[-1].lower()
+    return base == ".gitattributes" or base.startswith(("readme", "license", "notice")) or base.endswith(DOC_SUFFIXES)
 
 
 def compare_listings(a: dict, b: dict, limit: int = LIMIT) -> dict:
@@ -125,7 +135,13 @@ def compare_listings(a: dict, b: dict, limit: int = LIMIT) -> dict:
     # the same weight bytes on both sides, whatever the files are called (a mirror may rename them)
     weights_same = None not in weights_a + weights_b and sorted(weights_a) == sorted(weights_b)
     rows = {"changed": changed, "removed": removed, "added": added, "moved": moved, "unverified": unverified}
+    others = [r["path"] for r in changed + removed + added + unverified] + [r["a"] for r in moved] \
+        + [r["b"] for r in moved]
+    # the model's files: the weight bytes, and every other file but the docs (config, tokenizer) by path
+    model_same = weights_same and not any(not _is_doc(p) and not _is_weight(p, (a.get(p) or b.get(p)))
+                                          for p in others if (a.get(p) or b.get(p)) is not None)
     out = {"identical": not (changed or removed or added or moved or unverified),
+           "model_identical": model_same and bool(weights_a),
            "weights_identical": weights_same and bool(weights_a),
            "same": len(same), "files_a": len(a), "files_b": len(b),
            "shards_changed": [r["path"] for r in changed if r["weights"]][:limit]}
@@ -202,8 +218,9 @@ def files_only_doc(a: str, b: str, limit: int = LIMIT) -> dict:
 
 def add_files(doc: dict, a: str, b: str, limit: int = LIMIT) -> dict:
     """Adds the file section to a header diff of two hub sources (a local side: unchanged); byte changes with
-    identical headers (a re-upload with new values) make the pair not identical."""
+    identical headers (a re-upload with new values) make the pair not identical; a mirror's own README does
+    not (`model_identical`: every file but the docs)."""
     if is_hub_source(a) and is_hub_source(b):
         doc["files"] = file_diff(a, b, limit)
-        doc["identical"] = doc["identical"] and doc["files"]["identical"]
+        doc["identical"] = doc["identical"] and doc["files"]["model_identical"]
     return doc
