@@ -1,12 +1,19 @@
 """A small model-hub stand-in on 127.0.0.1 for tests and benchmarks.
 
-Serves folders as repos: the tree listing (`/api/models/{repo}/tree/{rev}`), `resolve` URLs with
+Serves folders as repos (`add_repo(repo, folder, revision)` serves another folder at that revision):
+the tree listing (`/api/models/{repo}/tree/{rev}`), `resolve` URLs with
 HTTP Range and HEAD (ETag, X-Repo-Commit, Content-Length), and a `revision` endpoint. Knobs for
 failure tests: `fail[path] = [429, 500, ...]` answers those statuses first; `gated` repos answer 401
 with `X-Error-Code: GatedRepo`; `hooks[path] = fn(handler, head)` answers a path (query string
 ignored) however the test likes (the hostile behaviours below: infinite body, drip, ignored Range,
 lying Content-Length, redirects, endless pages); `listing_extra[repo]` adds rows to a listing.
 Every response body's size is logged in `served`.
+
+Digests are the real ones, as the hub computes them: `lfs.oid` in the tree listing and `lfs.sha256` in the
+model info with `?blobs=true` are the sha256 of the file's bytes (.safetensors and .gguf files are LFS), `oid`
+/ `blobId` the git blob id of the bytes (of the LFS pointer for LFS files). A file over `hash_limit` bytes
+(the sparse stand-ins of terabyte checkpoints) gets a digest derived from its name and size instead, so a
+listing never reads a terabyte.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 class HubServer:
     def __init__(self) -> None:
         self.repos: dict[str, str] = {}
+        self.revisions: dict[tuple[str, str], str] = {}   # (repo, revision) -> folder; else repos[repo]
         self.gated: set[str] = set()
         self.fail: dict[str, list[int]] = {}
         self.hooks: dict[str, object] = {}
@@ -34,6 +42,9 @@ class HubServer:
         self.active = 0
         self.max_active = 0
         self.delay_s = 0.0
+        self.hash_limit = 256 << 20
+        self.nested = False          # True: subfolders' files are listed and served too (as `sub/name`)
+        self._digests: dict[tuple, str] = {}
         self._lock = threading.Lock()
         server = self
 
@@ -62,8 +73,15 @@ class HubServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def add_repo(self, repo_id: str, folder: str) -> None:
-        self.repos[repo_id] = folder
+    def add_repo(self, repo_id: str, folder: str, revision: str | None = None) -> None:
+        if revision is None:
+            self.repos[repo_id] = folder
+        else:
+            self.repos.setdefault(repo_id, folder)
+            self.revisions[(repo_id, revision)] = folder
+
+    def folder(self, repo_id: str, revision: str) -> str:
+        return self.revisions.get((repo_id, revision), self.repos[repo_id])
 
     def bytes_served(self, predicate=lambda path: True) -> int:
         return sum(n for _, p, n in self.served if predicate(p))
@@ -110,18 +128,20 @@ class HubServer:
             return
         m = re.match(r"^/api/models/([^/]+/[^/]+)/tree/([^/]+)(/.*)?$", path)
         if m:
-            return self._tree(h, m.group(1), head)
+            return self._tree(h, m.group(1), m.group(2), head)
         m = re.match(r"^/api/models/([^/]+/[^/]+)(/revision/[^/]+)?$", path)
         if m:
             repo = m.group(1)
             if (err := self._repo_error(repo)) is not None:
                 return self._send(h, *err, head=head)
+            blobs = "blobs=true" in urlparse(h.path).query
             body = json.dumps({"id": repo, "sha": COMMIT, **self.stats.get(repo, {}), "siblings": [
-                {"rfilename": f} for f in sorted(os.listdir(self.repos[repo]))]}).encode()
+                self._sibling(repo, f) if blobs else {"rfilename": f}
+                for f in sorted(os.listdir(self.repos[repo]))]}).encode()
             return self._send(h, 200, body, {"Content-Type": "application/json"}, head)
         m = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
         if m:
-            return self._file(h, m.group(1), m.group(3), head)
+            return self._file(h, m.group(1), m.group(2), m.group(3), head)
         self._send(h, 404, b"not found", {"X-Error-Code": "EntryNotFound"}, head)
 
     def _repo_error(self, repo: str):
@@ -131,28 +151,65 @@ class HubServer:
             return 401, b'{"error": "gated"}', {"X-Error-Code": "GatedRepo"}
         return None
 
-    def _tree(self, h, repo: str, head: bool) -> None:
+    def _tree(self, h, repo: str, revision: str, head: bool) -> None:
         if (err := self._repo_error(repo)) is not None:
             return self._send(h, *err, head=head)
-        folder = self.repos[repo]
+        folder = self.folder(repo, revision)
         rows = []
-        for name in sorted(os.listdir(folder)):
+        for name in self._names(folder):
             p = os.path.join(folder, name)
             if os.path.isfile(p):
                 size = os.path.getsize(p)
-                oid = hashlib.sha1(name.encode()).hexdigest()
-                row = {"type": "file", "path": name, "size": size, "oid": oid}
-                if name.endswith((".safetensors", ".gguf")):
-                    row["lfs"] = {"size": size, "oid": hashlib.sha256(name.encode()).hexdigest(), "pointerSize": 134}
+                if _is_lfs(name):
+                    sha = self.sha256(p)
+                    row = {"type": "file", "path": name, "size": size, "oid": _git_oid(_pointer(sha, size)),
+                           "lfs": {"size": size, "oid": sha, "pointerSize": len(_pointer(sha, size))}}
+                else:
+                    row = {"type": "file", "path": name, "size": size, "oid": self._git_oid_of(p)}
                 rows.append(row)
         rows += self.listing_extra.get(repo, [])
         self._send(h, 200, json.dumps(rows).encode(), {"Content-Type": "application/json"}, head)
 
-    def _file(self, h, repo: str, name: str, head: bool) -> None:
+    def _names(self, folder: str) -> list[str]:
+        """The repo's file paths: the top folder's files, and with `nested` those of its subfolders too."""
+        if not self.nested:
+            return sorted(os.listdir(folder))
+        return sorted(os.path.relpath(os.path.join(root, n), folder).replace(os.sep, "/")
+                      for root, _, names in os.walk(folder) for n in names)
+
+    def sha256(self, path: str) -> str:
+        """The sha256 of the file's bytes (name and size based over `hash_limit`), cached per size and mtime."""
+        return self._digest("sha256", path)
+
+    def _git_oid_of(self, path: str) -> str:
+        return self._digest("git", path)
+
+    def _digest(self, kind: str, path: str) -> str:
+        st = os.stat(path)
+        key = (kind, path, st.st_size, st.st_mtime_ns)
+        if key not in self._digests:
+            if st.st_size > self.hash_limit:
+                data = f"{os.path.basename(path)}:{st.st_size}".encode()
+            else:
+                with open(path, "rb") as f:
+                    data = f.read()
+            self._digests[key] = hashlib.sha256(data).hexdigest() if kind == "sha256" else _git_oid(data)
+        return self._digests[key]
+
+    def _sibling(self, repo: str, name: str) -> dict:
+        p = os.path.join(self.repos[repo], name)
+        size = os.path.getsize(p)
+        if not _is_lfs(name):
+            return {"rfilename": name, "size": size, "blobId": self._git_oid_of(p)}
+        sha = self.sha256(p)
+        return {"rfilename": name, "size": size, "blobId": _git_oid(_pointer(sha, size)),
+                "lfs": {"sha256": sha, "size": size, "pointerSize": len(_pointer(sha, size))}}
+
+    def _file(self, h, repo: str, revision: str, name: str, head: bool) -> None:
         if (err := self._repo_error(repo)) is not None:
             return self._send(h, *err, head=head)
-        p = os.path.join(self.repos[repo], name)
-        if "/" in name or not os.path.isfile(p):
+        p = os.path.join(self.folder(repo, revision), name)
+        if ("/" in name and not (self.nested and ".." not in name.split("/"))) or not os.path.isfile(p):
             return self._send(h, 404, b"entry not found", {"X-Error-Code": "EntryNotFound"}, head)
         size = os.path.getsize(p)
         etag = '"' + hashlib.sha256(name.encode()).hexdigest() + '"'
@@ -171,6 +228,20 @@ class HubServer:
                 return self._send(h, 206, body, {**base, "Content-Range": f"bytes {start}-{end}/{size}"})
             body = f.read()
         self._send(h, 200, body, base)
+
+
+def _is_lfs(name: str) -> bool:
+    return name.endswith((".safetensors", ".gguf"))
+
+
+def _pointer(sha256: str, size: int) -> bytes:
+    """The git-lfs pointer file git stores in place of the bytes."""
+    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+
+
+def _git_oid(data: bytes) -> str:
+    """git's blob id: sha1 of `blob <size>\\0` and the bytes."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 # ---- hostile behaviours for `hooks` (each takes the request handler and whether it is a HEAD) ----

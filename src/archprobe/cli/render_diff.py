@@ -31,6 +31,10 @@ def render_diff(doc: dict, console: Console | None = None) -> None:
     a, b = doc["a"], doc["b"]
     c.print(line(("A ", "bold"), a.get("location") or "-", f"  ({a.get('model_type') or '-'})"))
     c.print(line(("B ", "bold"), b.get("location") or "-", f"  ({b.get('model_type') or '-'})"))
+    if "files" in doc:
+        _files(c, doc["files"])
+    if "card" not in doc:     # --files-only
+        return
     if doc["identical"]:
         c.print(line(("no differences", "green")))
         _sizes(c, doc["sizes"])
@@ -58,6 +62,34 @@ def render_diff(doc: dict, console: Console | None = None) -> None:
             _more(c, cfg[kind], f"{kind} keys")
     _tensors(c, doc["tensors"])
     _sizes(c, doc["sizes"])
+
+
+def _files(c: Console, f: dict) -> None:
+    n = f"{f['same']:,} of {f['files_a']:,} / {f['files_b']:,} files hold the same bytes"
+    if f["identical"]:
+        c.print(line(("files: byte-identical", "green"), f" ({n}, by the hub's digests)"))
+        return
+    c.print(line(("files: ", "bold"), n, "; weights ",
+                 ("byte-identical", "green") if f["weights_identical"] else ("differ", "red"),
+                 "; the model's files (all but docs) ",
+                 ("the same", "green") if f.get("model_identical") else ("differ", "red")))
+    t = Table(title="Files that differ (by the hub's sha256 / git digests)")
+    for col in ("", "A", "B", "what"):
+        t.add_column(col)
+    for row in f["changed"]["items"]:
+        t.add_row("~", row["path"], "", ("shard " if row["weights"] else "") + "bytes changed "
+                  f"({human_bytes(row['a']['size'] or 0)} → {human_bytes(row['b']['size'] or 0)})")
+    for row in f["removed"]["items"]:
+        t.add_row("-", row["path"], "", "")
+    for row in f["added"]["items"]:
+        t.add_row("+", "", row["path"], "")
+    for row in f["moved"]["items"]:
+        t.add_row("→", row["a"], row["b"], "same bytes, another path")
+    for row in f["unverified"]["items"]:
+        t.add_row("?", row["path"], row["path"], "unverified: " + _v(row["why"]))
+    c.print(t)
+    for kind in ("changed", "removed", "added", "moved", "unverified"):
+        _more(c, f[kind], f"{kind} files")
 
 
 def _tensors(c: Console, tens: dict) -> None:

@@ -10,8 +10,10 @@ import typer
 from archprobe.cli._common import CardOpt, JsonOpt, load_card_opt, print_json
 
 
-def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder (config.json + safetensors), or a "
-                                                       "hub repo id (only the needed shards are downloaded).")],
+def validate(source: Annotated[str, typer.Argument(help="Local checkpoint folder (config.json + safetensors) or .gguf "
+                                                       "file, or a hub repo id (only the needed shards are "
+                                                       "downloaded; org/name:TAG picks a GGUF model, sha256-checked)."
+                                                  )],
              prompt_ids: Annotated[str | None, typer.Option(help="Comma-separated input token ids.")] = None,
              prompt: Annotated[str | None, typer.Option(help="Input text, tokenized with the checkpoint's "
                                                              "tokenizer.json.")] = None,

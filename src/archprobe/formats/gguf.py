@@ -314,11 +314,15 @@ def choose_model(names: list[str], sizes: dict[str, int | None], tag: str | None
                  where: str) -> tuple[list[str], list[str]]:
     """(the files of one GGUF model among `names`, warnings): the model `tag` names (a case-insensitive
     part of its name), else the only one, else the largest (the closest to the original weights), the
-    others listed. Vision projectors are listed, never chosen."""
+    others listed. A tag that is a file name names that file's model. Vision projectors are listed, never
+    chosen."""
     groups, projectors = _models(names)
     if not groups:
         raise SourceError(f"{where}: no GGUF model files (only vision projectors)")
     warnings = []
+    if tag and tag.lower().endswith(".gguf"):   # a file name (a split part names its whole model)
+        split = SPLIT_NAME.match(tag)
+        tag = split["base"] if split else tag[: -len(".gguf")]
     if tag:
         hits = [k for k in groups if tag.lower() in os.path.basename(k).lower()]
         exact = [k for k in hits if os.path.basename(k).lower().endswith(tag.lower())]

@@ -19,6 +19,7 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from urllib.parse import quote
 
 from archprobe.errors import CheckpointError, SourceError
@@ -159,13 +160,59 @@ def _status_error(status: int, repo_id: str, filename: str, revision: str, heade
 
 
 def list_files(repo_id: str, revision: str, deadline: Deadline | None = None) -> dict[str, int | None]:
-    """path -> size of every file in the repo at `revision`: pages, files and bytes capped
+    """path -> size of every file in the repo at `revision` (see `listing`)."""
+    return {path: _entry_size(entry) for path, entry in listing(repo_id, revision, deadline).items()}
+
+
+@dataclass(frozen=True)
+class FileHash:
+    """What the hub says identifies one file's bytes, read from its listing without downloading it:
+    `sha256` of the content (LFS files), `git_oid` of the git blob (for LFS files, of the pointer, which
+    names the sha256), `problem` when the hub's value is not a well-formed digest (then nothing is trusted).
+    `lfs` is None for a local file hashed here (both digests are of its bytes)."""
+
+    size: int | None
+    sha256: str | None
+    git_oid: str | None
+    lfs: bool | None
+    problem: str | None = None
+
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_GIT_OID = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
+
+
+def list_hashes(repo_id: str, revision: str, deadline: Deadline | None = None) -> dict[str, FileHash]:
+    """path -> FileHash of every file at `revision`, from the tree listing alone (`lfs.oid` is the content's
+    sha256, `oid` the git blob id): no file byte is downloaded."""
+    return {path: file_hash(entry) for path, entry in listing(repo_id, revision, deadline).items()}
+
+
+def file_hash(entry: dict) -> FileHash:
+    """One listing row's digests; a value that is not a lowercase-hex digest of the right length is a
+    `problem`, never a digest."""
+    lfs = entry.get("lfs")
+    is_lfs = lfs is not None
+    sha = lfs.get("oid", lfs.get("sha256")) if isinstance(lfs, dict) else None
+    oid = entry.get("oid")
+    problem = None
+    if is_lfs and not (isinstance(sha, str) and _SHA256.match(sha)):
+        problem = f"the hub's sha256 {str(sha)[:80]!r} is not 64 lowercase hex characters"
+        sha = None
+    if oid is not None and not (isinstance(oid, str) and _GIT_OID.match(oid)):
+        problem = problem or f"the hub's git oid {str(oid)[:80]!r} is not 40 or 64 lowercase hex characters"
+        oid = None
+    return FileHash(_entry_size(entry), sha, oid, is_lfs, problem)
+
+
+def listing(repo_id: str, revision: str, deadline: Deadline | None = None) -> dict[str, dict]:
+    """path -> listing row of every file in the repo at `revision`: pages, files and bytes capped
     (formats/limits.py); a listed path that would leave the repo is an error."""
     check_repo_id(repo_id, revision)
     http = GuardedHTTP(deadline or Deadline(), auth_headers())
     base = endpoint()
     url = f"{base}/api/models/{repo_id}/tree/{quote(revision, safe='')}?recursive=true&expand=false"
-    files: dict[str, int | None] = {}
+    files: dict[str, dict] = {}
     max_pages, max_files = cap("MAX_LISTING_PAGES"), cap("MAX_LISTING_FILES")
     for page in range(max_pages + 1):
         if page == max_pages:
@@ -182,7 +229,7 @@ def list_files(repo_id: str, revision: str, deadline: Deadline | None = None) ->
             problem = repo_path_problem(path)
             if problem:
                 raise SourceError(f"{repo_id}: the listing names {str(path)[:80]!r}, which {problem}; refused")
-            files[path] = _entry_size(entry)
+            files[path] = entry
             if len(files) > max_files:
                 raise SourceError(f"{repo_id}: the listing has over {max_files:,} files; refused")
         nxt = _NEXT.search(resp.headers.get("link", ""))

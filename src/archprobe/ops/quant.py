@@ -6,7 +6,12 @@
 * INT4 (compressed-tensors `pack-quantized`, Kimi K2 Thinking style): `weight_packed` I32
   [out, ceil(in/8)], element i of a row at bits 4i..4i+3 of the row's little-endian bit stream,
   stored as q + 8 (q in [-8, 7]); `weight_scale` [out, in/group] (group along the input);
-  optional `weight_zero_point`; `weight_shape` [2] the dense shape. value = (q - zero) * scale.
+  optional `weight_zero_point` (asymmetric; compressed-tensors packs it too, eight rows per I32 along the
+  output dimension: [ceil(out/8), groups], each q + 8); `weight_shape` [2] the dense shape.
+  value = (q - zero) * scale.
+* NVFP4 (compressed-tensors `nvfp4-pack-quantized`): `weight_packed` U8 [out, in/2] (E2M1 codes as
+  MXFP4), `weight_scale` F8_E4M3 [out, in/16], `weight_global_scale` F32 [1];
+  value = code * (scale / global_scale).
 * FP8 with block scales (DeepSeek style): weight F8_E4M3 [out, in], `weight_scale_inv` F32
   [ceil(out/b), ceil(in/b)] multiplies each b x b block.
 """
@@ -43,8 +48,33 @@ def dequantize_int4_packed(packed: torch.Tensor, scale: torch.Tensor, shape, *, 
         raise ValueError(f"weight_scale {list(scale.shape)} does not split {inp} input columns into equal groups")
     values = q.float()
     if zero_point is not None:
+        zero_point = unpack_int4_rows(zero_point, out)
         values = values - zero_point.float().repeat_interleave(group, dim=1)
     return (values * scale.float().repeat_interleave(group, dim=1)).to(dtype)
+
+
+def unpack_int4_rows(zero_point: torch.Tensor, out: int) -> torch.Tensor:
+    """A zero point as compressed-tensors stores it (I32 [ceil(out/8), groups], eight 4-bit rows per word,
+    each z + 8) -> [out, groups]; one already [out, groups] (unpacked) is returned as is."""
+    if zero_point.dtype != torch.int32 or zero_point.shape[0] != -(-out // 8) or zero_point.dim() != 2:
+        return zero_point
+    words = zero_point.to(torch.int64) & 0xFFFFFFFF
+    shifts = torch.arange(8, device=zero_point.device) * 4
+    nibbles = (words.unsqueeze(1) >> shifts.view(1, 8, 1)) & 0x0F     # [rows/8, 8, groups]
+    return (nibbles.reshape(-1, zero_point.shape[1])[:out] - 8).to(torch.int32)
+
+
+def dequantize_nvfp4(packed: torch.Tensor, scale: torch.Tensor, global_scale: torch.Tensor, *, group: int = 16,
+                     dtype=torch.bfloat16) -> torch.Tensor:
+    packed = packed.to(torch.uint8)
+    out, half = packed.shape
+    if scale.shape != (out, half * 2 // group):
+        raise ValueError(f"weight_scale {list(scale.shape)} does not give one scale per {group} values of "
+                         f"[{out}, {half * 2}]")
+    codes = torch.stack([packed & 0x0F, packed >> 4], dim=-1).reshape(out, half * 2).long()
+    table = torch.tensor(E2M1 + tuple(-x for x in E2M1), dtype=torch.float32, device=packed.device)
+    factors = scale.to(torch.float32) / global_scale.to(torch.float32).reshape(())
+    return (table[codes].view(out, -1, group) * factors.unsqueeze(-1)).reshape(out, half * 2).to(dtype)
 
 
 def dequantize_fp8_block(weight: torch.Tensor, scale_inv: torch.Tensor, *, block: int = 128,

@@ -4,7 +4,12 @@ layers (plus the model-level tensors), into a local folder that validate then re
 Every byte comes through formats/http.py: each download is capped at the size the listing gives
 (a file whose size the listing does not give is refused), streamed to a temporary file and renamed
 only when complete, within the command's deadline (ARCHPROBE_DEADLINE_S). File names come from the
-index and must be plain names in the repo's top folder."""
+index and must be plain names in the repo's top folder.
+
+A GGUF repo (`org/name[@rev]:TAG`, or a repo with GGUF files and no safetensors weights) downloads the one
+GGUF model TAG names (formats/gguf.choose_model: a part of its file name, or the file name itself), every
+split part of it, each checked against the sha256 the hub's listing gives (a missing or malformed one is
+refused), into the cache; validate then reads the local file as usual."""
 
 from __future__ import annotations
 
@@ -79,24 +84,89 @@ def fetch_layers(source: str, n_layers_needed, progress=None) -> tuple[str, dict
                          "bytes_total": sum(files.get(s) or 0 for s in all_shards)}
 
 
-def download(reader, name: str, size: int | None, dest: Path) -> None:
-    """`name` into `dest`, exactly `size` bytes (the listing's), through a temporary file; kept when the
-    file already there has that size."""
+def is_gguf_repo(source: str, files: dict) -> bool:
+    """A `:TAG` source, or a repo whose weights are GGUF files only."""
+    has_safetensors = any(f.endswith(".safetensors") and "/" not in f for f in files)
+    return ":" in source or (not has_safetensors and any(f.endswith(".gguf") for f in files))
+
+
+def fetch_gguf(source: str, progress=None) -> tuple[str, dict]:
+    """(the local path of the chosen GGUF model's first file, what was fetched), every file sha256-checked."""
+    from archprobe.formats.gguf import choose_model
+    from archprobe.formats.hub import HubReader, list_hashes
+    from archprobe.formats.limits import Deadline
+
+    rest, _, tag = source.partition(":")
+    repo_id, _, revision = rest.partition("@")
+    revision = revision or "main"
+    deadline = Deadline(what="downloading")
+    hashes = list_hashes(repo_id, revision, deadline)
+    where = f"{repo_id}@{revision}"
+    ggufs = [f for f in hashes if f.endswith(".gguf")]
+    if not ggufs:
+        raise SourceError(f"{where}: no .gguf files", hint="drop ':TAG' to validate safetensors weights")
+    chosen, warnings = choose_model(ggufs, {f: h.size for f, h in hashes.items()}, tag or None, where)
+    reader = HubReader(repo_id, revision, deadline)
+    folder = cache_root() / (repo_id.replace("/", "--") + "@" + re.sub(r"[^\w.-]", "_", revision))
+    folder.mkdir(parents=True, exist_ok=True)
+    for n, name in enumerate(chosen):
+        if progress:
+            progress(n, len(chosen))
+        h = hashes[name]
+        if h.sha256 is None:
+            raise SourceError(f"{repo_id}/{name}: {h.problem or 'the hub gives no sha256 for it'}; "
+                              "refused (the download could not be verified)")
+        download(reader, name, h.size, folder / name, sha256=h.sha256, nested=True)
+    return str(folder / chosen[0]), {"repo": repo_id, "revision": revision, "gguf_files": chosen,
+                                     "sha256": {f: hashes[f].sha256 for f in chosen},
+                                     "bytes_downloaded": sum(hashes[f].size or 0 for f in chosen),
+                                     "warnings": warnings}
+
+
+def _sha256_of(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def download(reader, name: str, size: int | None, dest: Path, sha256: str | None = None,
+             nested: bool = False) -> None:
+    """`name` into `dest`, exactly `size` bytes (the listing's) and, given `sha256`, exactly those bytes,
+    through a temporary file; kept when the file already there has that size (and that sha256). `nested`
+    allows a path in a subfolder of the repo (GGUF quantizations often live in one), which stays one below
+    the cache folder (repo_path_problem refuses '..', absolute and odd paths)."""
+    import hashlib
+
     from archprobe.formats.hub import repo_path_problem
 
-    if repo_path_problem(name) or "/" in name:
+    if repo_path_problem(name) or ("/" in name and not nested):
         raise SourceError(f"{reader.repo_id}: file {name[:80]!r} is not a plain file name in the repo; refused")
+    dest.parent.mkdir(parents=True, exist_ok=True)
     if size is None:
         raise SourceError(f"{reader.repo_id}/{name}: the listing gives no size; refused to download without a cap")
-    if dest.is_file() and not dest.is_symlink() and dest.stat().st_size == size:
+    if dest.is_file() and not dest.is_symlink() and dest.stat().st_size == size and (
+            sha256 is None or _sha256_of(dest) == sha256):
         return
     part = dest.with_name(dest.name + ".part")
+    digest = hashlib.sha256()
     try:
         with open(part, "wb") as f:
-            reader.get(name, limit=size, sink=f.write)
+            def sink(chunk: bytes) -> None:
+                digest.update(chunk)
+                f.write(chunk)
+
+            reader.get(name, limit=size, sink=sink)
             written = f.tell()
         if written != size:
             raise SourceError(f"{reader.repo_id}/{name}: {written:,} bytes arrived, the listing says {size:,}")
+        if sha256 is not None and digest.hexdigest() != sha256:
+            raise SourceError(f"{reader.repo_id}/{name}: the download's sha256 {digest.hexdigest()[:16]}... is not "
+                              f"the hub's {sha256[:16]}...; discarded", hint="try again; if it persists, the "
+                              "server is not serving the file the hub lists")
         os.replace(part, dest)
     except OSError as exc:
         raise SourceError(f"{dest}: cannot write the download ({exc.strerror or exc})") from None

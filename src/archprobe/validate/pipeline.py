@@ -41,19 +41,24 @@ def _parse_layers(spec: str | None, n: int) -> int:
 
 
 def fetch_source(source: str, layers: str | None, fetch_progress):
-    """A hub repo id downloaded into the cache (only the shards of the layers that run); anything else that
+    """A hub repo id downloaded into the cache (only the shards of the layers that run; a GGUF repo: the one
+    file its tag names, sha256-verified); anything else that
     is not a local checkpoint is a one-line SourceError."""
-    from archprobe.formats.sources import HUB_ID
+    from archprobe.formats.sources import HUB_SOURCE
 
-    if not (HUB_ID.match(source) and not source.startswith((".", "/", "~")) and not os.path.exists(source)):
-        raise SourceError(f"{source}: validate needs a local checkpoint folder or a hub repo id")
-    from archprobe.validate.fetch import fetch_layers
+    if not (HUB_SOURCE.match(source) and not source.startswith((".", "/", "~")) and not os.path.exists(source)):
+        raise SourceError(f"{source}: validate needs a local checkpoint folder or .gguf file, or a hub repo id "
+                          "(org/name[@revision][:GGUF_TAG])")
+    from archprobe.formats.hub import list_files
+    from archprobe.validate.fetch import fetch_gguf, fetch_layers, is_gguf_repo
     from archprobe.validate.mapping import text_config
+
+    repo_id, _, revision = source.partition(":")[0].partition("@")
+    if is_gguf_repo(source, list_files(repo_id, revision or "main")):
+        return fetch_gguf(source, progress=fetch_progress)
 
     return fetch_layers(source, lambda cfg: _parse_layers(layers, int(text_config(cfg).get("num_hidden_layers")
                                                                       or 0)), progress=fetch_progress)
-
-
 
 
 def _generation(loaded, prompt: list[int], n: int, dtype, ref) -> dict:

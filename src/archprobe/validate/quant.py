@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from archprobe.ops.quant import dequantize_fp8_block, dequantize_int4_packed, dequantize_mxfp4
+from archprobe.ops.quant import dequantize_fp8_block, dequantize_int4_packed, dequantize_mxfp4, dequantize_nvfp4
 from archprobe.validate.build import Unsupported
 
 
@@ -16,14 +16,17 @@ def lazy_dequantize(names: dict[str, str], get, dtype: torch.dtype, keep_packed_
     """module name -> zero-argument loader of the dense tensor (`names`: module name -> checkpoint name).
 
     MXFP4 (`X.weight_packed` U8 + `X.weight_scale`), INT4 pack-quantized (`X.weight_packed` I32 +
-    `X.weight_scale` + `X.weight_shape` [+ `X.weight_zero_point`]) and FP8 (`X.weight` +
+    `X.weight_scale` + `X.weight_shape` [+ `X.weight_zero_point`]), NVFP4 (`X.weight_packed` U8 +
+    `X.weight_scale` + `X.weight_global_scale`) and FP8 (`X.weight` +
     `X.weight_scale_inv`) become a loader of `X.weight`; nothing is read until the loader is called
     (experts: one at a time)."""
     out: dict = {}
     for m, n in names.items():
-        if m.endswith((".weight_shape", ".weight_zero_point")) and m.rsplit(".", 1)[0] + ".weight_packed" in names:
+        companion = m.endswith((".weight_shape", ".weight_zero_point", ".weight_global_scale"))
+        if companion and m.rsplit(".", 1)[0] + ".weight_packed" in names:
             continue
-        if keep_packed_experts and ".experts." in m and m.endswith((".weight_packed", ".weight_scale")):
+        if keep_packed_experts and ".experts." in m and m.endswith((".weight_packed", ".weight_scale")) \
+                and m.rsplit(".", 1)[0] + ".weight_global_scale" not in names:   # MXFP4 only, not NVFP4
             out[m] = (lambda n=n: get(n))    # stays packed: ExpertBank(storage="mxfp4") dequantizes on use
             continue
         if m.endswith(".weight_scale") and m[: -len("_scale")] + "_packed" in names:
@@ -36,7 +39,11 @@ def lazy_dequantize(names: dict[str, str], get, dtype: torch.dtype, keep_packed_
             if scale is None:
                 raise Unsupported(f"{n}: packed weight without its weight_scale")
             shape_name = names.get(base + "_shape")
-            if shape_name is not None:   # int4 pack-quantized carries its dense shape; MXFP4 does not
+            global_scale = names.get(base + "_global_scale")
+            if global_scale is not None:
+                out[base] = (lambda n=n, s=scale, g=global_scale: dequantize_nvfp4(get(n), get(s), get(g),
+                                                                                   dtype=dtype))
+            elif shape_name is not None:   # int4 pack-quantized carries its dense shape; MXFP4 does not
                 zp = names.get(base + "_zero_point")
                 out[base] = (lambda n=n, s=scale, sh=shape_name, z=zp: dequantize_int4_packed(
                     get(n), get(s), get(sh).tolist(), zero_point=get(z) if z else None, dtype=dtype))
