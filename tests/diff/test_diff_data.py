@@ -185,3 +185,27 @@ def test_peak_memory_is_two_tensors_not_the_checkpoint(tmp_path):
     bound = 4 * largest + SLACK
     assert 2 * total > 3 * bound
     assert rss.bytes < bound, (rss.bytes / MB, bound / MB, 2 * total / MB)
+
+
+def test_an_fp8_block_scaled_twin_is_dequantized_before_the_comparison(base, tmp_path):
+    """B stores every layer matrix as F8_E4M3 with a weight_scale_inv per 128 x 128 block (DeepSeek style);
+    --data compares A with the dequantized values, computed here independently."""
+    shutil.copytree(base, tmp_path / "fp8")
+    tensors = load_file(f"{base}/model.safetensors")
+    out, want = {}, {}
+    for n, t in tensors.items():
+        if t.ndim != 2 or ".layers." not in n:
+            out[n] = t
+            continue
+        scale = t.abs().max() / 448.0                    # one block: every matrix here is at most 128 wide
+        q = (t / scale).to(torch.float8_e4m3fn)
+        out[n] = q
+        out[n.replace(".weight", ".weight_scale_inv")] = scale.reshape(1, 1).float()
+        want[n] = (t.double(), q.double() * float(scale))
+    save_file(out, f"{tmp_path}/fp8/model.safetensors", metadata={"format": "pt"})
+    d = data_diff(open_weights(base), open_weights(str(tmp_path / "fp8")))
+    assert not d["skipped"] and d["differing"] == len(want) == 4 * 7
+    for row in d["tensors"]["items"]:
+        a, b = want[row["a"]]
+        assert row["rel_error"] == pytest.approx(float((b - a).norm() / a.norm()), rel=1e-5), row["a"]
+        assert 1e-3 < row["rel_error"] < 0.1
