@@ -36,6 +36,10 @@ def test_report_diff_page_has_the_error_strip_and_the_logit_figures(tmp_path):
     kld = want["forward"]["logits"]["mean_kld"]
     assert kld > 0 and f"id='diff-mean-kld' data-value='{kld}'" in html
     assert "Same top p" in html
+    md = tmp_path / "r.md"
+    r = CliRunner().invoke(app, ["report", a, "--diff", b, "--diff-data", "--diff-forward", "--format", "md",
+                                 "--out", str(md), "--no-progress"])
+    assert r.exit_code == 0 and "## Diff" in md.read_text() and "flagged layers 1." in md.read_text()
 
 
 def test_report_diff_options_need_diff(tmp_path):
