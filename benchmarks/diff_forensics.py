@@ -16,7 +16,7 @@ import time
 
 from _util import table
 
-from archprobe.synthetic import K3_SHARD_NAME, K3Dims, write_k3_checkpoint
+from archprobe.writers.synthetic import K3_SHARD_NAME, K3Dims, write_k3_checkpoint
 
 
 def main() -> None:

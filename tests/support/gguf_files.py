@@ -7,9 +7,9 @@ import numpy as np
 
 
 def write_tiny_gguf(path, quant=gguf.GGMLQuantizationType.Q8_0, vocab_words=0, split_max_tensors=0,
-                    embedding_rows=256, runnable=False):
+                    embedding_rows=256, runnable=False, rope_theta=None):
     """A two-block llama GGUF (quantized matrices, optional tokenizer arrays, typed metadata); returns its
-    parameter count. `runnable` adds the rope base and norm eps a forward needs (validate)."""
+    parameter count. `runnable` (or a `rope_theta`) adds the rope base and norm eps a forward needs (validate)."""
     w = gguf.GGUFWriter(str(path), "llama", split_max_tensors=split_max_tensors)
     w.add_block_count(2)
     w.add_embedding_length(64)
@@ -17,8 +17,8 @@ def write_tiny_gguf(path, quant=gguf.GGMLQuantizationType.Q8_0, vocab_words=0, s
     w.add_head_count_kv(2)
     w.add_context_length(512)
     w.add_feed_forward_length(128)
-    if runnable:
-        w.add_rope_freq_base(10000.0)
+    if runnable or rope_theta is not None:
+        w.add_rope_freq_base(10000.0 if rope_theta is None else rope_theta)
         w.add_layer_norm_rms_eps(1e-5)
     if vocab_words:   # a real tokenizer's arrays: the bulk of a GGUF header
         w.add_tokenizer_model("gpt2")

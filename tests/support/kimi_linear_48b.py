@@ -12,7 +12,7 @@ import math
 import os
 
 from archprobe.formats.dtypes import DTYPE_BITS
-from archprobe.formats.writer import write_safetensors
+from archprobe.writers.safetensors import write_safetensors
 
 L, H, V, HEADS, HD, E, I_MOE, I_DENSE, KV_LORA, NOPE, ROPE, VD = 27, 2304, 163840, 32, 128, 256, 1024, 9216, \
     512, 128, 64, 128

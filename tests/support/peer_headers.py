@@ -10,7 +10,7 @@ import json
 import os
 import re
 
-from archprobe.formats.writer import write_safetensors
+from archprobe.writers.safetensors import write_safetensors
 
 _FUSED = re.compile(r"^(?P<pre>.*\.experts)\.(?P<what>gate_up_proj|down_proj)$")
 _DTYPE = {"torch.bfloat16": "BF16", "torch.float32": "F32", "torch.float16": "F16"}

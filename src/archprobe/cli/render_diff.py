@@ -38,6 +38,7 @@ def render_diff(doc: dict, console: Console | None = None) -> None:
     if doc["identical"]:
         c.print(line(("no differences", "green")))
         _sizes(c, doc["sizes"])
+        _weights(c, doc)
         return
     card = doc["card"]
     if card["total"]:
@@ -62,6 +63,7 @@ def render_diff(doc: dict, console: Console | None = None) -> None:
             _more(c, cfg[kind], f"{kind} keys")
     _tensors(c, doc["tensors"])
     _sizes(c, doc["sizes"])
+    _weights(c, doc)
 
 
 def _files(c: Console, f: dict) -> None:
@@ -142,3 +144,56 @@ def _sizes(c: Console, sizes: dict) -> None:
                       *((human_bytes(y["a"]), human_bytes(y["b"]), _signed(y["delta"], human_bytes)) if y
                         else ("", "", "0")))
         c.print(t)
+
+
+def _weights(c: Console, doc: dict) -> None:
+    if "data" in doc:
+        _data(c, doc["data"])
+    if "forward" in doc:
+        _forward(c, doc["forward"])
+
+
+def _data(c: Console, data: dict) -> None:
+    c.print(f"weights (--data): {data['compared']:,} tensor(s) compared by role, {data['identical']:,} identical, "
+            f"{data['differing']:,} differ" + (f"; {len(data['skipped'])} skipped" if data["skipped"] else ""))
+    if data["differing"]:
+        t = Table(title="Per layer (A is the reference)")
+        for col in ("layer", "rel error", "max error", "cosine", "outliers", ""):
+            t.add_column(col)
+        for row in data["layers"]:
+            t.add_row(row["layer"], f"{row['rel_error']:.3e}", f"{row['max_error']:.3e}", f"{row['cosine']:.6f}",
+                      f"{row['outlier_share']:.2%}", "flagged" if row["flagged"] else "")
+        c.print(t)
+        t = Table(title="Tensors that differ (largest relative error first)")
+        for col in ("role", "A", "B", "rel error", "max error", "cosine", "outliers"):
+            t.add_column(col)
+        for row in data["tensors"]["items"]:
+            t.add_row(row["role"], row["a"] or "", row["b"] if row["b"] != row["a"] else "",
+                      f"{row['rel_error']:.3e}", f"{row['max_error']:.3e}", f"{row['cosine']:.6f}",
+                      f"{row['outlier_share']:.2%}")
+        c.print(t)
+        _more(c, data["tensors"], "tensors")
+    for row in data["skipped"]:
+        c.print(f"  not compared: {row['role']}: {row['why']}")
+
+
+def _forward(c: Console, fwd: dict) -> None:
+    c.print(f"forward (--forward): {fwd['tokens']} token(s), {fwd['dtype']}")
+    for side, why in fwd["errors"].items():
+        c.print(f"  {side.upper()}: {why}")
+    rows = [r for r in fwd["layers"] if r["compared"]]
+    if rows:
+        t = Table(title="Hidden states per layer (B against A)")
+        for col in ("layer", "rel RMS", "max |diff|", "cosine"):
+            t.add_column(col)
+        for row in rows:
+            t.add_row(str(row["layer"]), f"{row['rel_rms']:.3e}", f"{row['max_abs']:.3e}", f"{row['cosine']:.6f}")
+        c.print(t)
+    lg = fwd["logits"]
+    if "error" in lg:
+        c.print(f"  logits not compared: {lg['error']}")
+        return
+    c.print(f"  Mean KLD: {lg['mean_kld']:.6f} ± {lg['mean_kld_uncertainty']:.6f}   99.0% KLD: {lg['kld_99']:.6f}   "
+            f"99.9% KLD: {lg['kld_99_9']:.6f}   Maximum KLD: {lg['max_kld']:.6f}")
+    c.print(f"  RMS Δp: {lg['rms_delta_p']:.3%}   Same top p: {lg['same_top_p']:.3%}   "
+            f"({lg['positions']} position(s), as llama-perplexity --kl-divergence)")

@@ -42,6 +42,14 @@ def report(source: SourceArg = None,
            mem_fraction_static: Annotated[float | None, typer.Option(help="SGLang's static memory share.")] = None,
            block_size: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="KV page size in tokens.")] = None,
            mtp: Annotated[bool, typer.Option(help="Load the checkpoint's MTP layers (speculative decoding).")] = False,
+           diff: Annotated[str | None, typer.Option("--diff", help="A second checkpoint: a diff section "
+                                                                  "(as `archprobe diff SOURCE B`).")] = None,
+           diff_data: Annotated[bool, typer.Option("--diff-data", help="The diff section compares the weights "
+                                                                       "(diff --data).")] = False,
+           diff_forward: Annotated[bool, typer.Option("--diff-forward", help="The diff section runs both on one "
+                                                                             "prompt (diff --forward).")] = False,
+           diff_prompt: Annotated[str | None, typer.Option("--diff-prompt", help="--diff-forward's input "
+                                                                                 "text.")] = None,
            json_out: JsonOpt = False, no_progress: NoProgressOpt = False, card: CardOpt = None) -> None:
     """Structure, layer plan, parameters, memory curve, adaptation and validation in one page.
 
@@ -72,6 +80,11 @@ def report(source: SourceArg = None,
     kv_dtype = options.dtype(kv_dtype, "--kv-dtype")
     options.finite(gpu_memory_utilization, "--gpu-memory-utilization", 0.01, 1.0)
     options.finite(mem_fraction_static, "--mem-fraction-static", 0.01, 1.0)
+    if diff_data or diff_forward or diff_prompt:
+        if not diff:
+            raise ArchprobeError("--diff-data, --diff-forward and --diff-prompt need --diff B")
+        if diff_prompt and not diff_forward:
+            raise ArchprobeError("--diff-prompt is --diff-forward's input", hint="add --diff-forward")
     out = options.writable_file(out or f"report.{fmt}", "--out")
     user_card = load_card_opt(card)    # read and checked once: the page and the sizing section share it
     with shard_progress(not no_progress and not json_out) as progress:
@@ -79,6 +92,8 @@ def report(source: SourceArg = None,
                        validate_json=validate_json, progress=progress, card=user_card,
                        ecosystem=_ecosystem(releases or index_url is not None, index_url),
                        observe_json=observe_json)
+    if diff:
+        data["diff"] = _diff(data["source"], diff, diff_data, diff_forward, diff_prompt, progress=None)
     if gpu or devices or tp or pp or dp or engine or mtp or (limit and limit[0] > 1):
         from archprobe.memory.sizing import sizing_document
 
@@ -103,6 +118,18 @@ def report(source: SourceArg = None,
     else:
         typer.echo(f"wrote {path} ({path.stat().st_size:,} bytes, {fmt})")
 
+
+
+def _diff(a: str, b: str, data: bool, forward: bool, prompt: str | None, progress=None) -> dict:
+    """The archprobe.diff/1 document of the report's source against B (diff/headers.py, diff/compare.py)."""
+    from archprobe.diff.headers import diff_sources
+
+    doc = diff_sources(a, b, progress=progress)
+    if data or forward:
+        from archprobe.diff.compare import add_weight_sections
+
+        add_weight_sections(doc, a, b, data=data, forward=forward, prompt=prompt)
+    return doc
 
 
 def _ecosystem(wanted: bool, index_url: str | None):

@@ -49,10 +49,11 @@ def render(data: dict) -> str:
             f"({e(doc['source']['kind'])}); read from config.json and shard headers only.</p>",
             "<nav><a href='#structure'>structure</a><a href='#features'>features</a><a href='#layers'>layer plan</a>"
             "<a href='#params'>parameters</a><a href='#memory'>memory</a><a href='#adapt'>adaptation</a>"
-            "<a href='#validate'>validation</a></nav>",
+            "<a href='#validate'>validation</a>" + ("<a href='#diff'>diff</a>" if data.get("diff") else "")
+            + "</nav>",
             _structure(doc, arch), _features(doc), _layers(doc), _params(doc), _memory(data, mem),
             _adapt(data.get("adapt") or {}), _releases(data.get("adapt") or {}), _validate(data.get("validate")),
-            _observe(data.get("observe")), _sizing(data.get("sizing"))]
+            _observe(data.get("observe")), _sizing(data.get("sizing")), _diff(data.get("diff"))]
     return ("<!doctype html><html lang=en><head><meta charset=utf-8><link rel=icon href='data:,'>"
             f"<title>archprobe report: {e(name)}</title><style>{CSS}</style></head><body>"
             + "".join(body) + "<p class=muted>archprobe: read the weights, not the rumors.</p></body></html>")
@@ -147,6 +148,12 @@ def _releases(ad) -> str:
 
 def _status_cell(status: str) -> str:
     return f"<td class='{e(status.split()[0])}'>{e(status)}</td>"
+
+
+def _diff(d) -> str:
+    from archprobe.report.diff_html import diff_section  # imports this module: loaded on use
+
+    return diff_section(d)
 
 
 def _feature_link(fid: str) -> str:

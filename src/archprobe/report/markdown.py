@@ -84,4 +84,28 @@ def render(data: dict) -> str:
                 f"{num(s.get('max_abs'), '.4g')} | {md(s.get('finite'))} |" for s in layers if isinstance(s, dict)]
     else:
         out.append("Not run (`archprobe report --validate`).")
+    out += _diff(data.get("diff"))
     return "\n".join(out) + "\n"
+
+
+def _diff(d) -> list[str]:
+    """`report --diff B`: the summary, the per-layer errors and the logit figures (the HTML page draws them)."""
+    if not d:
+        return []
+    s = d.get("summary", {})
+    out = ["", "## Diff", "", f"A `{md(d['a'].get('location'))}` against B `{md(d['b'].get('location'))}`: "
+           + ("no differences" if d.get("identical") else "they differ") + f"; card fields {num(s.get('card_fields'))}"
+           f", tensors changed {num(s.get('tensors_changed'))}."]
+    data, fwd = d.get("data"), d.get("forward")
+    if data:
+        out += ["", f"Weights: {num(data['compared'])} tensors compared, {num(data['differing'])} differ; flagged "
+                f"layers {md(', '.join(data['flagged_layers']) or 'none')}.", "",
+                "| layer | rel error | max error | cosine | outliers |", "|---|---|---|---|---|"]
+        out += [f"| {md(r['layer'])} | {num(r['rel_error'], '.3e')} | {num(r['max_error'], '.3e')} | "
+                f"{num(r['cosine'], '.6f')} | {num(r['outlier_share'], '.2%')} |" for r in data["layers"]]
+    if fwd:
+        lg = fwd.get("logits", {})
+        out += ["", f"Forward on {num(fwd.get('tokens'))} tokens: " + (md(lg["error"]) if "error" in lg else
+                f"mean KLD {num(lg['mean_kld'], '.6f')}, 99.9% KLD {num(lg['kld_99_9'], '.6f')}, RMS Δp "
+                f"{num(lg['rms_delta_p'], '.3%')}, same top p {num(lg['same_top_p'], '.3%')}.")]
+    return out
