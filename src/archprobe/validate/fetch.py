@@ -90,8 +90,9 @@ def is_gguf_repo(source: str, files: dict) -> bool:
     return ":" in source or (not has_safetensors and any(f.endswith(".gguf") for f in files))
 
 
-def fetch_gguf(source: str, progress=None) -> tuple[str, dict]:
-    """(the local path of the chosen GGUF model's first file, what was fetched), every file sha256-checked."""
+def fetch_gguf(source: str, progress=None, hashes: dict | None = None) -> tuple[str, dict]:
+    """(the local path of the chosen GGUF model's first file, what was fetched), every file sha256-checked.
+    `hashes`: the repo's listing (formats/hub.list_hashes) when the caller has read it already."""
     from archprobe.formats.gguf import choose_model
     from archprobe.formats.hub import HubReader, list_hashes
     from archprobe.formats.limits import Deadline
@@ -100,7 +101,7 @@ def fetch_gguf(source: str, progress=None) -> tuple[str, dict]:
     repo_id, _, revision = rest.partition("@")
     revision = revision or "main"
     deadline = Deadline(what="downloading")
-    hashes = list_hashes(repo_id, revision, deadline)
+    hashes = hashes if hashes is not None else list_hashes(repo_id, revision, deadline)
     where = f"{repo_id}@{revision}"
     ggufs = [f for f in hashes if f.endswith(".gguf")]
     if not ggufs:

@@ -49,13 +49,14 @@ def fetch_source(source: str, layers: str | None, fetch_progress):
     if not (HUB_SOURCE.match(source) and not source.startswith((".", "/", "~")) and not os.path.exists(source)):
         raise SourceError(f"{source}: validate needs a local checkpoint folder or .gguf file, or a hub repo id "
                           "(org/name[@revision][:GGUF_TAG])")
-    from archprobe.formats.hub import list_files
+    from archprobe.formats.hub import list_hashes
     from archprobe.validate.fetch import fetch_gguf, fetch_layers, is_gguf_repo
     from archprobe.validate.mapping import text_config
 
     repo_id, _, revision = source.partition(":")[0].partition("@")
-    if is_gguf_repo(source, list_files(repo_id, revision or "main")):
-        return fetch_gguf(source, progress=fetch_progress)
+    hashes = list_hashes(repo_id, revision or "main")
+    if is_gguf_repo(source, hashes):
+        return fetch_gguf(source, progress=fetch_progress, hashes=hashes)
 
     return fetch_layers(source, lambda cfg: _parse_layers(layers, int(text_config(cfg).get("num_hidden_layers")
                                                                       or 0)), progress=fetch_progress)
