@@ -41,9 +41,9 @@ def _parse_layers(spec: str | None, n: int) -> int:
 
 
 def fetch_source(source: str, layers: str | None, fetch_progress):
-    """A hub repo id downloaded into the cache (only the shards of the layers that run; a GGUF repo: the one
-    file its tag names, sha256-verified); anything else that
-    is not a local checkpoint is a one-line SourceError."""
+    """A hub repo id downloaded into the cache (only the shards of the layers that run; a GGUF repo: the
+    model its tag names, sha256-verified); anything else that is not a local checkpoint is a one-line
+    SourceError."""
     from archprobe.formats.sources import HUB_SOURCE
 
     if not (HUB_SOURCE.match(source) and not source.startswith((".", "/", "~")) and not os.path.exists(source)):
