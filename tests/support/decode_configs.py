@@ -42,4 +42,5 @@ CONFIGS = {
                                               ffn_types=("moe", "moe"), block="norm_residual"),
     "mla_rope_absorbed": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("mla", "mla"), mla_use_nope=False,
                                               q_lora_rank=24, mla_form="absorbed"),
+    "rwkv_hybrid": lambda: HybridConfig(num_hidden_layers=2, mixer_types=("rwkv", "gqa"), rope_theta=None),
 }

@@ -19,11 +19,12 @@ from archprobe.kinds import (
     mla,
     moa,
     rg_lru,
+    rwkv,
     short_conv,
 )
 from archprobe.kinds.spec import CacheContext, Kind
 
-MECHANISMS = (attention, mla, lowrank_kv, moa, kda, gated_deltanet, lightning, mamba2, mamba, rg_lru, short_conv)
+MECHANISMS = (attention, mla, lowrank_kv, moa, kda, gated_deltanet, lightning, mamba2, mamba, rg_lru, short_conv, rwkv)
 
 MIXERS: dict[str, Kind] = {k.name: k for module in MECHANISMS for k in module.KINDS}
 FFNS: dict[str, Kind] = {k.name: k for k in ffn.KINDS}
