@@ -26,8 +26,7 @@ ZOO_MEMBER = {"gqa": "llama", "mha": "gpt2", "mqa": "falcon", "mla": "deepseek_v
               "mamba": "mamba", "rg_lru": "recurrent_gemma", "short_conv": "lfm2", "rwkv": "rwkv"}
 # kinds whose zoo member the card does not read as that kind yet, each with why (strict xfails: one that starts
 # passing fails the run until it is taken off)
-CARD_PENDING = {"rwkv": "no detection hook yet: the card reads RWKV's key/value/receptance/output as GQA and "
-                        "leaves the time-mix vectors unexplained"}
+CARD_PENDING: dict[str, str] = {}
 # kinds no transformers family produces today, each with why
 NO_ZOO_MEMBER = {"lowrank_kv": "low-rank K/V without MLA's split: detected from shapes alone, no transformers "
                                "family ships it"}

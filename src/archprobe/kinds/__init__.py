@@ -2,29 +2,21 @@
 its `Kind` (spec.py): label and colour, feature id and attrs, the cache formula memory sums, the HybridConfig
 fields validate reads from the card, the nn module it builds and the roles it binds. Every stage reads it
 instead of lists of its own, so a kind is handled everywhere or refused by name; adding a mechanism is its
-module here, its nn module and its tests (tests/structure/test_kinds_registry.py walks the registry)."""
+module here (found by name, no list to edit), its nn module and its tests (tests/structure/
+test_kinds_registry.py walks the registry)."""
 
 from __future__ import annotations
 
-from archprobe.kinds import (
-    absent,
-    attention,
-    ffn,
-    gated_deltanet,
-    kda,
-    lightning,
-    lowrank_kv,
-    mamba,
-    mamba2,
-    mla,
-    moa,
-    rg_lru,
-    rwkv,
-    short_conv,
-)
+import importlib
+import pkgutil
+
+from archprobe.kinds import absent, ffn
 from archprobe.kinds.spec import CacheContext, Kind
 
-MECHANISMS = (attention, mla, lowrank_kv, moa, kda, gated_deltanet, lightning, mamba2, mamba, rg_lru, short_conv, rwkv)
+# every module of this package but these is one mechanism: a new kind is its module, nothing to list here
+NOT_MECHANISMS = {"spec", "ffn", "absent"}
+MECHANISMS = tuple(importlib.import_module(f"{__name__}.{name}")
+                   for name in sorted(m.name for m in pkgutil.iter_modules(__path__)) if name not in NOT_MECHANISMS)
 
 MIXERS: dict[str, Kind] = {k.name: k for module in MECHANISMS for k in module.KINDS}
 FFNS: dict[str, Kind] = {k.name: k for k in ffn.KINDS}

@@ -105,8 +105,8 @@ def build(cfg, kind):
                      qk_norm_style=cfg.qk_norm_style)
 
 
-_COMMON = dict(attrs=attrs, cache=cache, act_width=act_width, eager_score_copies=2, nn_kind="gqa",
-               fields=fields, build=build, roles=ROLES)
+_COMMON = dict(attrs=attrs, required=("num_heads", "num_kv_heads", "head_dim"), cache=cache, act_width=act_width,
+               eager_score_copies=2, nn_kind="gqa", fields=fields, build=build, roles=ROLES)
 KINDS = [
     Kind("gqa", "mixer", "GQA", "#e0a35a", "attention.gqa", nn_variants=("swa", "gqa_headgate", "gqa_indexer"),
          **_COMMON),

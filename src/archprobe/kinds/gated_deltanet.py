@@ -53,5 +53,6 @@ def build(cfg, kind):
                          cfg.kda_chunk_size, layout=cfg.gdn_layout, beta_scale=cfg.gdn_beta_scale)
 
 
-KINDS = [Kind("gated_deltanet", "mixer", "GDN", "#5aa0e8", "linear_attention.gated_deltanet", attrs, cache=cache,
+KINDS = [Kind("gated_deltanet", "mixer", "GDN", "#5aa0e8", "linear_attention.gated_deltanet", attrs,
+              required=("num_heads", "head_dim", "conv_dim"), recurrent=True, cache=cache,
               nn_kind="gated_deltanet", fields=fields, build=build, roles=ROLES)]

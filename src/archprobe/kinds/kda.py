@@ -57,5 +57,6 @@ def build(cfg, kind):
                               decay_rank=cfg.kda_decay_rank)
 
 
-KINDS = [Kind("kda", "mixer", "KDA", "#3a7bd5", "linear_attention.kda", attrs, cache=cache, act_width=act_width,
+KINDS = [Kind("kda", "mixer", "KDA", "#3a7bd5", "linear_attention.kda", attrs,
+              required=("num_heads", "head_dim"), recurrent=True, cache=cache, act_width=act_width,
               nn_kind="kda", fields=fields, build=build, roles=ROLES)]

@@ -33,5 +33,6 @@ def build(cfg, kind):
 
 
 KINDS = [Kind("lightning", "mixer", "Lightning", "#2e86c1", "linear_attention.lightning",
-              lambda m, H: {"num_heads": m.num_heads, "head_dim": m.head_dim}, cache=cache, nn_kind="lightning",
+              lambda m, H: {"num_heads": m.num_heads, "head_dim": m.head_dim},
+              required=("num_heads", "head_dim"), recurrent=True, cache=cache, nn_kind="lightning",
               fields=fields, build=build, roles=ROLES)]

@@ -30,5 +30,6 @@ def build(cfg, kind):
                               cfg.kv_compression_rank or d, cfg.rope_theta)
 
 
-KINDS = [Kind("lowrank_kv", "mixer", "LowRankKV", "#b5651d", "attention.kv_compression", attrs, cache=cache,
+KINDS = [Kind("lowrank_kv", "mixer", "LowRankKV", "#b5651d", "attention.kv_compression", attrs,
+              required=("cache_width_per_token",), cache=cache,
               eager_score_copies=2, nn_kind="lowrank_kv", fields=fields, build=build, roles={})]

@@ -44,4 +44,6 @@ def build(cfg, kind):
 
 KINDS = [Kind("mamba", "mixer", "Mamba", "#76a5c9", "ssm.mamba",
               lambda m, H: {"state_size": m.state_size, "conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel},
-              cache=cache, nn_kind="mamba", fields=fields, build=build, roles=ROLES)]
+
+              required=("state_size", "conv_dim", "dt_rank"), recurrent=True, cache=cache, nn_kind="mamba",
+              fields=fields, build=build, roles=ROLES)]

@@ -44,5 +44,7 @@ def build(cfg, kind):
                        norm_eps=cfg.rms_norm_eps, norm=cfg.mamba_norm)
 
 
-KINDS = [Kind("mamba2", "mixer", "Mamba2", "#7fb3d5", "ssm.mamba2", attrs, cache=cache, nn_kind="mamba2",
+KINDS = [Kind("mamba2", "mixer", "Mamba2", "#7fb3d5", "ssm.mamba2", attrs,
+              required=("num_heads", "head_dim", "state_size", "conv_dim"), recurrent=True, cache=cache,
+              nn_kind="mamba2",
               fields=fields, build=build, roles=ROLES)]

@@ -81,6 +81,7 @@ def build(cfg, kind):
 
 
 # tensor parallel: one latent per token shared by all heads, so every device keeps all of it
-KINDS = [Kind("mla", "mixer", "MLA", "#d5793a", "attention.mla", attrs, cache=cache, tp_replicated=True,
+KINDS = [Kind("mla", "mixer", "MLA", "#d5793a", "attention.mla", attrs,
+              required=("kv_lora_rank", "rope_dim", "cache_width_per_token"), cache=cache, tp_replicated=True,
               act_width=lambda m: (m.num_heads or 0) * 3 * 192, eager_score_copies=3, nn_kind="mla",
               fields=fields, build=build, roles=ROLES)]

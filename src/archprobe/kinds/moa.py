@@ -35,5 +35,6 @@ def build(cfg, kind):
 
 
 # not in spec/contracts.md's vocabulary yet, so an id of its own; the experts share one K/V cache
-KINDS = [Kind("moa", "mixer", "MoA", "#a0522d", "attention.moa", attrs, cache=kv_cache, nn_kind="moa",
+KINDS = [Kind("moa", "mixer", "MoA", "#a0522d", "attention.moa", attrs,
+              required=("num_experts", "top_k", "num_kv_heads", "head_dim"), cache=kv_cache, nn_kind="moa",
               fields=fields, build=build, roles=ROLES)]

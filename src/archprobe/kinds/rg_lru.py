@@ -40,4 +40,6 @@ def build(cfg, kind):
 
 KINDS = [Kind("rg_lru", "mixer", "RG-LRU", "#48a9a6", "recurrent.rg_lru",
               lambda m, H: {"width": m.conv_dim, "conv_kernel": m.conv_kernel, "num_heads": m.num_heads},
-              cache=cache, nn_kind="rg_lru", fields=fields, build=build, roles=ROLES)]
+
+              required=("conv_dim", "conv_kernel"), recurrent=True, cache=cache, nn_kind="rg_lru", fields=fields,
+              build=build, roles=ROLES)]

@@ -29,5 +29,6 @@ def build(cfg, kind):
 
 
 KINDS = [Kind("short_conv", "mixer", "ShortConv", "#1abc9c", "conv.short",
-              lambda m, H: {"conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel}, cache=cache,
+              lambda m, H: {"conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel},
+              required=("conv_dim", "conv_kernel"), recurrent=True, cache=cache,
               nn_kind="short_conv", fields=fields, build=build, roles=ROLES)]

@@ -31,6 +31,11 @@ class Kind:
     attrs: Callable[[object, int | None], dict] | None = None   # (the card's Mixer/Ffn, hidden size) -> attrs
     # memory: (mixer, CacheContext) -> (per-layer label, bytes one sequence keeps); None: no formula
     cache: Callable[[object, CacheContext], tuple[str, float]] | None = None
+    required: tuple[str, ...] = ()              # the card's mixer fields the math needs (None there: unknown)
+    recurrent: bool = False                     # a state instead of a growing cache, no positions of its own
+    # detection: (the layer group's modules, hidden size, config view) -> a Bound (structure/bind_ffn.py) or
+    # None; tried before the built-in detectors, so a new mechanism is found from its own module
+    detect: Callable[[list, int, object], object] | None = None
     tp_replicated: bool = False                 # tensor parallel keeps the whole cache on every device
     act_width: Callable[[object], int] | None = None   # prefill transients per token (values), beyond 4 H
     eager_score_copies: int = 0                 # live [heads, chunk, context] fp32 copies in eager attention

@@ -107,7 +107,7 @@ def _per_layer(card, T: int, kv_b: float, act_b: float, state_b: float, engine: 
         raise MemoryPlanError(f"unknown layer type at layer(s) {', '.join(odd[:12])}"
                               + (" ..." if len(odd) > 12 else "") + ": no cache formula",
                               hint="archprobe card SOURCE shows what the shapes said for these layers")
-    needed = [f for f in card.unknown_fields() if ".mixer." in f or f == "hidden_size"]
+    needed = [f for f in card.unknown_fields() if ".mixer." in f or ".parallel_mixer." in f or f == "hidden_size"]
     if needed:
         raise MemoryPlanError(f"the card leaves {len(needed)} field(s) unknown that the cache size needs: "
                               + ", ".join(needed[:8]) + (" ..." if len(needed) > 8 else ""),

@@ -24,11 +24,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from archprobe.kinds import MIXERS
 from archprobe.structure.card import Card, Rope
 from archprobe.structure.config import ConfigView
 
 ATTENTION = ("gqa", "mha", "mqa", "mla", "lowrank_kv")
-RECURRENT = ("kda", "gated_deltanet", "mamba2", "mamba", "short_conv", "lightning", "rg_lru")
+RECURRENT = tuple(name for name, k in MIXERS.items() if k.recurrent)   # archprobe.kinds
 MAX_FACTOR_LIST = 4096      # longrope factor lists: one per rotated channel pair
 # older names: Phi-3's first releases wrote `su` for LongRoPE; Qwen2-VL's `mrope` rotates each section at
 # the same position for text tokens, which is the default rope (transformers 4.45+ renamed it `default`)
