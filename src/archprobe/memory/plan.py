@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 
+from archprobe import kinds as registry
 from archprobe.errors import ArchprobeError
 from archprobe.formats.dtypes import TORCH_NAMES
-from archprobe.memory.formulas import dtype_bytes, kv_cache, linear_state, mamba2_state, mla_cache
+from archprobe.kinds.spec import CacheContext
+from archprobe.memory.formulas import dtype_bytes
 
 SCHEMA = "archprobe.memory/1"
-KV_KINDS = ("gqa", "mha", "mqa")
 ENGINES = (None, "vllm", "llamacpp", "reference")
 FLOAT_DTYPES = {d: TORCH_NAMES[d] for d in ("F32", "BF16", "F16")}   # the float a model computes in
 
@@ -101,14 +102,13 @@ def _per_layer(card, T: int, kv_b: float, act_b: float, state_b: float, engine: 
     `pad`: tokens per cache page (default: the engine's); `swa_extra_block`: a sliding-window layer holds one
     page beyond its window (vLLM's hybrid manager)."""
     pad = pad or {"vllm": 16, "llamacpp": 256}.get(engine or "", 1)
-    known = {*KV_KINDS, "mla", "lowrank_kv", "kda", "gated_deltanet", "mamba2", "mamba", "short_conv", "lightning",
-             "rg_lru", "none", "moa"}
+    known = {name for name, k in registry.ALL.items() if k.cache is not None}   # each kind's own formula
     odd = [f"{i} ({layer.mixer.kind})" for i, layer in enumerate(card.layers) if layer.mixer.kind not in known]
     if odd:
         raise MemoryPlanError(f"unknown layer type at layer(s) {', '.join(odd[:12])}"
                               + (" ..." if len(odd) > 12 else "") + ": no cache formula",
                               hint="archprobe card SOURCE shows what the shapes said for these layers")
-    needed = [f for f in card.unknown_fields() if ".mixer." in f or f == "hidden_size"]
+    needed = [f for f in card.unknown_fields() if ".mixer." in f or ".parallel_mixer." in f or f == "hidden_size"]
     if needed:
         raise MemoryPlanError(f"the card leaves {len(needed)} field(s) unknown that the cache size needs: "
                               + ", ".join(needed[:8]) + (" ..." if len(needed) > 8 else ""),
@@ -123,40 +123,13 @@ def _per_layer(card, T: int, kv_b: float, act_b: float, state_b: float, engine: 
 
 
 def _mixer_row(i: int, m, T: int, pad: int, kv_b: float, act_b: float, state_b: float, swa_extra_block=False):
-    """(layer index, kind, bytes for one sequence) of one mixer."""
-    kind = m.kind
-    if kind in KV_KINDS or kind == "moa":   # MoA (JetMoE): the experts share one set of keys and values
-        window = m.sliding_window
-        t = min(T, window) if window else T
-        label = "sliding_window" if window else kind
-        pages = math.ceil(t / pad) + (1 if window and swa_extra_block and T > window else 0)
-        return (i, label, kv_cache(pages * pad, m.num_kv_heads, m.head_dim, kv_b))
-    elif kind in ("mla", "lowrank_kv"):
-        index_dim = (m.indexer or {}).get("index_dim") or 0
-        return (i, kind, mla_cache(math.ceil(T / pad) * pad, m.cache_width_per_token, kv_b, index_dim))
-    elif kind == "kda":
-        h, d = m.num_heads, m.head_dim
-        return (i, "kda", linear_state(h, d, d, 3 * h * d, m.conv_kernel or 4, state_b, act_b))
-    elif kind == "gated_deltanet":
-        return (i, "gated_deltanet", linear_state(m.num_heads, m.head_dim, m.value_head_dim or m.head_dim,
-                                                  m.conv_dim, m.conv_kernel or 4, state_b, act_b))
-    elif kind == "mamba2":
-        return (i, "mamba2", mamba2_state(m.num_heads, m.head_dim, m.state_size, m.conv_dim,
-                                          m.conv_kernel or 4, state_b, act_b))
-    elif kind == "mamba":      # Mamba-1: a [C, N] state per sequence + (kernel - 1) conv inputs
-        return (i, "mamba", mamba2_state(1, m.conv_dim, m.state_size, m.conv_dim, m.conv_kernel or 4,
-                                         state_b, act_b))
-    elif kind == "lightning":   # a [heads, hd, hd] state, no convolution
-        return (i, "lightning", linear_state(m.num_heads, m.head_dim, m.head_dim, 0, 1, state_b, act_b))
-    elif kind == "rg_lru":      # one recurrent vector per channel + (kernel - 1) conv inputs
-        return (i, "rg_lru", mamba2_state(1, m.conv_dim, 1, m.conv_dim, m.conv_kernel or 4, state_b, act_b))
-    elif kind == "short_conv":
-        return (i, "short_conv", (m.conv_kernel - 1) * m.conv_dim * act_b)
-    elif kind == "none":
-        return (i, "none", 0)
-    else:
-        raise MemoryPlanError(f"unknown layer type at layer {i} ({kind}): no cache formula",
+    """(layer index, kind, bytes for one sequence) of one mixer: its kind's cache formula (kinds/)."""
+    k = registry.ALL.get(m.kind)
+    if k is None or k.cache is None:
+        raise MemoryPlanError(f"unknown layer type at layer {i} ({m.kind}): no cache formula",
                               hint="archprobe card SOURCE shows what the shapes said for this layer")
+    label, size = k.cache(m, CacheContext(T, pad, kv_b, act_b, state_b, swa_extra_block))
+    return (i, label, size)
 
 
 def _activations(doc: dict, card, chunk: int, T: int, batch: int, act_b: float,
@@ -169,16 +142,9 @@ def _activations(doc: dict, card, chunk: int, T: int, batch: int, act_b: float,
     heads = max([layer.mixer.num_heads or 0 for layer in card.layers] or [0])
     for layer in card.layers:
         m, f = layer.mixer, layer.ffn
-        if m.kind in KV_KINDS:
-            widths.append(2 * (m.num_heads or 0) * (m.head_dim or 0) + 2 * (m.num_kv_heads or 0) * (m.head_dim or 0))
-        elif m.kind == "mla":
-            widths.append((m.num_heads or 0) * 3 * 192)
-        elif m.kind == "kda":
-            h, d = m.num_heads or 0, m.head_dim or 0
-            # KDA as the modules run it for inference (the fused recurrence, ops/native): projections, conv,
-            # normalised q/k, gate, their float32 copies and the read-out: ~20 h d per token alive at once
-            # (measured, tests/memory/test_measured.py; the chunked form held ~24 h d and [C, C] products)
-            widths.append(20 * h * d)
+        spec = registry.MIXERS.get(m.kind)
+        if spec is not None and spec.act_width is not None:
+            widths.append(spec.act_width(m))
         if f.kind == "dense" and f.width:
             widths.append(3 * f.width)
         elif f.kind in ("moe", "latent_moe"):
@@ -193,7 +159,7 @@ def _activations(doc: dict, card, chunk: int, T: int, batch: int, act_b: float,
     if engine == "reference":
         # live copies of the [heads, chunk, context] fp32 scores: GQA has scores and their softmax; naive MLA
         # also holds its nope and rope score terms while summing them
-        copies = 3 if "mla" in kinds else 2 if kinds & {*KV_KINDS, "lowrank_kv"} else 0
+        copies = max([registry.MIXERS[k].eager_score_copies for k in kinds if k in registry.MIXERS] or [0])
         scores = copies * heads * chunk * T * 4
     vocab = card.vocab_size or 0
     stream = chunk * (2 + sources) * H * act_b                      # residual stream (+ AttnRes bank), persistent
@@ -256,7 +222,8 @@ def plan_memory(doc: dict, context: int | str, batch: int = 1, *, weight_dtype: 
         "assumptions": assumptions,
     }
     if devices > 1:
-        mla = by_type.get("mla", 0)
+        # caches every device keeps whole (MLA's latent); the rest split with the heads
+        mla = sum(by_type.get(name, 0) for name, k in registry.MIXERS.items() if k.tp_replicated)
         per_cache = (cache - mla) / devices + (mla if mla_replicated else mla / devices)
         doc_out["devices"] = devices
         doc_out["per_device_peak_bytes"] = int(weights / devices + per_cache + acts)

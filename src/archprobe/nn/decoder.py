@@ -16,26 +16,14 @@ from dataclasses import dataclass, field, fields, replace
 import torch
 from torch import nn
 
-from archprobe.nn.attention import Attention
-from archprobe.nn.dynamic import HeadGate, Indexer
-from archprobe.nn.gated_deltanet import GatedDeltaNet
-from archprobe.nn.kda import KimiDeltaAttention
-from archprobe.nn.kv_compression import LowRankKVAttention
-from archprobe.nn.lightning import LightningAttention
-from archprobe.nn.mamba import MambaMixer
-from archprobe.nn.mamba2 import Mamba2Mixer
-from archprobe.nn.mla import MultiHeadLatentAttention
-from archprobe.nn.moa import MixtureOfAttention
+from archprobe.kinds import BY_NN_KIND
 from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
 from archprobe.nn.norm import NORMS, make_norm
 from archprobe.nn.positions import SINUSOIDS, sinusoidal_positions
 from archprobe.nn.residual import RESIDUALS, AttnResState, PseudoQuery
-from archprobe.nn.rg_lru import RGLRUBlock
 from archprobe.nn.rope import Rope
-from archprobe.nn.short_conv import ShortConv
 
-MIXERS = ("kda", "gated_deltanet", "mla", "gqa", "swa", "lowrank_kv", "gqa_headgate", "gqa_indexer", "mamba2",
-          "none", "mamba", "short_conv", "lightning", "rg_lru", "moa")
+MIXERS = tuple(BY_NN_KIND)   # every mixer type a kind spec builds (archprobe.kinds), `none` included
 FFNS = ("dense", "moe", "latent_moe", "none")
 BLOCKS = ("pre", "post", "sandwich", "parallel", "parallel_shared", "norm_residual")
 # norm placement -> the layer's module attribute, for the mixer branch and the FFN branch
@@ -300,69 +288,9 @@ class HybridConfig:
 
 
 def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
-    H = cfg.hidden_size
-    if kind == "kda":
-        return KimiDeltaAttention(H, cfg.linear_num_heads, cfg.linear_head_dim, conv_kernel=cfg.short_conv_kernel_size,
-                                  gate=cfg.kda_gate, gate_lower_bound=cfg.gate_lower_bound,
-                                  output_gate="full_rank" if cfg.use_full_rank_gate else "low_rank",
-                                  a_log_len=cfg.a_log_len, norm_eps=cfg.rms_norm_eps, chunk_size=cfg.kda_chunk_size,
-                                  decay_rank=cfg.kda_decay_rank)
-    if kind == "gated_deltanet":
-        return GatedDeltaNet(H, cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
-                             cfg.linear_value_head_dim, cfg.short_conv_kernel_size,
-                             cfg.gdn_norm_eps if cfg.gdn_norm_eps is not None else cfg.rms_norm_eps,
-                             cfg.kda_chunk_size, layout=cfg.gdn_layout, beta_scale=cfg.gdn_beta_scale)
-    if kind == "moa":
-        rope = cfg.rope if cfg.rope is not None else Rope(cfg.rope_theta, cfg.moa_head_dim)
-        return MixtureOfAttention(H, cfg.moa_num_experts, cfg.moa_top_k, cfg.moa_kv_heads, cfg.moa_head_dim, rope)
-    if kind == "mla":
-        indexer = None
-        if cfg.mla_indexer:
-            rope = cfg.rope if cfg.rope is not None else Rope(cfg.rope_theta, cfg.qk_rope_head_dim)
-            indexer = Indexer(H, cfg.index_n_heads, cfg.index_head_dim, cfg.index_topk, query_dim=cfg.q_lora_rank,
-                              rope=replace(rope, interleaved=cfg.index_rope_interleaved), eps=1e-6, tie_break="topk")
-        return MultiHeadLatentAttention(H, cfg.num_attention_heads, kv_lora_rank=cfg.kv_lora_rank,
-                                        q_lora_rank=cfg.q_lora_rank, nope_dim=cfg.qk_nope_head_dim,
-                                        rope_dim=cfg.qk_rope_head_dim, v_dim=cfg.v_head_dim,
-                                        rope_theta=None if cfg.mla_use_nope else cfg.rope_theta,
-                                        rope_interleaved=cfg.rope_interleave, output_gate=cfg.mla_use_output_gate,
-                                        form=cfg.mla_form, softmax_scale=cfg.attn_scale,
-                                        rope=None if cfg.mla_use_nope else cfg.rope, indexer=indexer,
-                                        head_gate_act=cfg.mla_head_gate)
-    if kind == "mamba2":
-        return Mamba2Mixer(H, cfg.mamba_num_heads, cfg.mamba_head_dim, cfg.ssm_state_size, cfg.mamba_n_groups,
-                           cfg.mamba_conv_kernel, dt_min=cfg.time_step_min, norm_eps=cfg.rms_norm_eps,
-                           norm=cfg.mamba_norm)
-    if kind == "mamba":
-        return MambaMixer(H, cfg.mamba_inner, cfg.ssm_state_size, cfg.mamba_dt_rank, cfg.mamba_conv_kernel,
-                          proj_bias=cfg.mamba_proj_bias, ssm_norms=cfg.mamba_ssm_norms,
-                          ssm_norm_eps=cfg.mamba_ssm_norm_eps)
-    if kind == "rg_lru":
-        return RGLRUBlock(H, cfg.rg_lru_width, cfg.rg_lru_heads, cfg.short_conv_kernel_size, cfg.rg_lru_activation)
-    if kind == "lightning":
-        return LightningAttention(H, cfg.num_attention_heads, cfg.head_dim, cfg.lightning_norm_eps)
-    if kind == "short_conv":
-        return ShortConv(H, cfg.short_conv_kernel_size, cfg.short_conv_bias)
-    heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-    if kind == "lowrank_kv":
-        return LowRankKVAttention(H, heads, kvh, d, cfg.kv_compression_rank or d, cfg.rope_theta)
-    if kind in ("gqa", "swa", "gqa_headgate", "gqa_indexer"):
-        gate = HeadGate(H, heads, cfg.head_gate_mode, cfg.head_gate_keep) if kind == "gqa_headgate" else None
-        idx = Indexer(H, cfg.index_n_heads, cfg.index_head_dim, cfg.index_topk) if kind == "gqa_indexer" else None
-        window = cfg.sliding_window if kind == "swa" else None
-        return Attention(H, heads, kvh, d, rope_theta=cfg.rope_theta, window=window,
-                         qk_norm=cfg.qk_norm, output_gate=cfg.attn_output_gate, head_gate=gate, indexer=idx,
-                         norm_eps=cfg.rms_norm_eps, gate_in_q=cfg.attn_gate_in_q,
-                         rotary_dim=int(d * cfg.partial_rotary_factor), norm_style=cfg.norm_style, rope=cfg.rope,
-                         qkv_bias=cfg.attention_bias, o_bias=cfg.attention_out_bias, scale=cfg.attn_scale,
-                         softcap=cfg.attn_softcap, sinks=cfg.attn_sinks, alibi=cfg.alibi,
-                         qk_norm_after_rope=cfg.qk_norm_after_rope, differential=cfg.attn_differential,
-                         query_scale=cfg.attn_query_scale, clip_qkv=cfg.clip_qkv,
-                         sub_norm=cfg.attn_sub_norm, alibi_scaled=cfg.alibi_scaled,
-                         chunk=cfg.attn_chunk_size, head_gate_act=cfg.attn_head_gate,
-                         qk_norm_style=cfg.qk_norm_style, v_head_dim=cfg.attn_v_head_dim,
-                         value_scale=cfg.attn_value_scale)
-    return None
+    """The mixer module of a HybridConfig mixer type: its kind's build hook (archprobe.kinds); None for none."""
+    spec = BY_NN_KIND.get(kind)
+    return spec.build(cfg, kind) if spec is not None and spec.build is not None else None
 
 
 def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from archprobe.kinds import MIXERS
 from archprobe.structure.bind_ffn import Bound, ev
 from archprobe.structure.bind_moa import bind_moa
 from archprobe.structure.card import Mixer
@@ -63,6 +64,10 @@ def _bind(b: Bound, pool: list[Module], pairs) -> None:
 
 
 def bind_mixer(mods: list[Module], H: int, cfg) -> Bound | None:
+    for kind in MIXERS.values():      # a mechanism that brings its own detector (archprobe.kinds) first
+        found = kind.detect(mods, H, cfg) if kind.detect is not None else None
+        if found is not None:
+            return found
     convs = [m for m in mods if len(m.shape) == 3 and m.shape[1] == 1 and m.shape[0] > 1 and m.shape[2] > 1]
     if convs:
         return _linear(mods, convs, H, cfg)

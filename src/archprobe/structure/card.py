@@ -109,6 +109,7 @@ from typing import Any
 
 from archprobe.errors import ArchprobeError
 from archprobe.formats.limits import MAX_CARD_INT
+from archprobe.kinds import MIXERS
 
 SCHEMA = "archprobe.card/1"
 ORIGINS = ("shape", "default", "user")   # plus "config:<key>"; "unknown" when the value is None
@@ -267,20 +268,7 @@ class Layer:
 
 
 # The fields the math needs, per part kind: None there is `unknown` (memory/validate refuse it).
-REQUIRED_MIXER = {
-    "gqa": ("num_heads", "num_kv_heads", "head_dim"), "mha": ("num_heads", "num_kv_heads", "head_dim"),
-    "mqa": ("num_heads", "num_kv_heads", "head_dim"),
-    "mla": ("kv_lora_rank", "rope_dim", "cache_width_per_token"),
-    "moa": ("num_experts", "top_k", "num_kv_heads", "head_dim"),
-    "lowrank_kv": ("cache_width_per_token",),
-    "kda": ("num_heads", "head_dim"),
-    "gated_deltanet": ("num_heads", "head_dim", "conv_dim"),
-    "mamba2": ("num_heads", "head_dim", "state_size", "conv_dim"),
-    "mamba": ("state_size", "conv_dim", "dt_rank"),
-    "short_conv": ("conv_dim", "conv_kernel"),
-    "lightning": ("num_heads", "head_dim"),
-    "rg_lru": ("conv_dim", "conv_kernel"),
-}
+REQUIRED_MIXER = {name: k.required for name, k in MIXERS.items()}   # each kind's own list (archprobe.kinds)
 REQUIRED_FFN = {"moe": ("num_experts", "top_k"), "latent_moe": ("num_experts", "top_k", "latent_size")}
 
 

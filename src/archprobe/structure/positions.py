@@ -25,11 +25,12 @@ import dataclasses
 import math
 
 from archprobe.formats.limits import MAX_FACTOR_LIST
+from archprobe.kinds import MIXERS
 from archprobe.structure.card import Card, Rope
 from archprobe.structure.config import ConfigView
 
 ATTENTION = ("gqa", "mha", "mqa", "mla", "lowrank_kv")
-RECURRENT = ("kda", "gated_deltanet", "mamba2", "mamba", "short_conv", "lightning", "rg_lru")
+RECURRENT = tuple(name for name, k in MIXERS.items() if k.recurrent)   # archprobe.kinds
 # older names: Phi-3's first releases wrote `su` for LongRoPE; Qwen2-VL's `mrope` rotates each section at
 # the same position for text tokens, which is the default rope (transformers 4.45+ renamed it `default`)
 ROPE_ALIASES = {"su": "longrope", "mrope": "default"}

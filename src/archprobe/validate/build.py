@@ -2,7 +2,8 @@
 
 Nothing here knows a family: every number comes from a card field, every tensor from a card role
 (`layers.3.mixer.q` <- whatever the checkpoint calls it), so a renamed twin or a new family runs the same
-way. `ROLE_PARAMS` is the one table from role leaves to archprobe.nn parameter names; storage layouts
+way. Each mixer kind's spec (archprobe.kinds) holds its table from role leaves to archprobe.nn parameter
+names and the HybridConfig fields it reads; storage layouts
 the card records (`qkv_split`, `qkv_interleaved`, `gate_up`, `transposed`, `stacked_transposed`) become
 `Derived` tensors (split, de-interleaved, transposed, stacked) at load time.
 
@@ -18,42 +19,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from archprobe import kinds
 from archprobe.errors import ArchprobeError
 
-ATTENTION_KINDS = ("gqa", "mha", "mqa")
 LAYER_ROLE = re.compile(r"^layers\.(\d+)\.(mixer|parallel_mixer|ffn|norm|residual)\.(.+)$")
 BARE = ("sinks", "A_log", "D", "dt_bias", "slope_rate", "a_param", "dt_norm", "b_norm", "c_norm", "lambda_q1",
         "lambda_k1", "lambda_q2", "lambda_k2", "experts.q", "experts.o")   # parameters without a `.weight` leaf
 
-# role leaf -> archprobe.nn parameter path (under the layer's mixer / FFN module); `.weight` implied
-MIXER_PARAMS = {
-    "moa": {"router": "router", "experts.q": "q_experts", "experts.o": "o_experts", "kv": "kv_proj", "out": "out"},
-    "attention": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_norm": "q_norm",
-                  "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj", "head_gate": "head_gate_proj",
-                  "sub_norm": "sub_norm",
-                  **{f"lambda_{x}": f"lambda_{x}" for x in ("q1", "k1", "q2", "k2")}},
-    "mla": {"q": "q_proj", "q_a": "q_a_proj", "q_a_norm": "q_a_layernorm", "q_b": "q_b_proj",
-            "kv_a": "kv_a_proj_with_mqa", "kv_a_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "o": "o_proj",
-            "g": "g_proj", "head_gate": "head_gate_proj",
-            **{f"indexer.{n}": f"indexer.{n}" for n in ("wq_b", "wk", "k_norm", "weights_proj")}},
-    "kda": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_conv": "q_conv1d", "k_conv": "k_conv1d",
-            "v_conv": "v_conv1d", "f_a": "f_a_proj", "f_b": "f_b_proj", "g_a": "g_a_proj", "g_b": "g_b_proj",
-            "g": "g_proj", "b": "b_proj", "A_log": "A_log", "dt_bias": "dt_bias", "o_norm": "o_norm", "f": "f_proj"},
-    "gated_deltanet": {"in_proj_qkvz": "in_proj_qkvz", "in_proj_ba": "in_proj_ba", "conv1d": "conv1d",
-                       "A_log": "A_log", "dt_bias": "dt_bias", "norm": "norm", "out_proj": "out_proj",
-                       "in_proj_qkv": "in_proj_qkv", "in_proj_z": "in_proj_z", "in_proj_b": "in_proj_b",
-                       "in_proj_a": "in_proj_a", "g": "in_proj_z", "a": "in_proj_a", "b": "in_proj_b",
-                       "o_norm": "norm", "o": "out_proj"},
-    "mamba2": {"in_proj": "in_proj", "out_proj": "out_proj", "conv1d": "conv1d", "A_log": "A_log", "D": "D",
-               "dt_bias": "dt_bias", "norm": "norm"},
-    "mamba": {"in_proj": "in_proj", "conv1d": "conv1d", "x_proj": "x_proj", "dt_proj": "dt_proj", "A_log": "A_log",
-              "D": "D", "out_proj": "out_proj", "dt_norm": "dt_norm", "b_norm": "b_norm", "c_norm": "c_norm"},
-    "short_conv": {"in_proj": "in_proj", "conv1d": "conv1d", "out_proj": "out_proj"},
-    "rg_lru": {"x": "x", "y": "y", "o": "o", "conv1d": "conv1d", "input_gate": "input_gate",
-               "recurrent_gate": "recurrent_gate", "a_param": "a_param"},
-    "lightning": {"lightning_qkv": "qkv_proj", "o": "out_proj", "g": "output_gate", "norm": "norm",
-                  "slope_rate": "slope_rate"},
-}
 # Gated DeltaNet roles stored apart (q/k/v and their convs) or all in one (`in_proj`): joined or split at load
 GDN_SOURCES = ("q", "k", "v", "q_conv", "k_conv", "v_conv", "in_proj")
 KDA_FUSED_CONV = "src:self_attn.kda_conv1d.weight"    # KDA's q | k | v conv stored as one, split at load
@@ -202,15 +174,22 @@ def _head_gate(m, p: str) -> str:
     return act
 
 
-def _mixer_kind(kind: str, path: str) -> str:
-    if kind in ATTENTION_KINDS:
-        return "gqa"
-    if kind in ("mla", "kda", "gated_deltanet", "mamba2", "none", "lowrank_kv", "mamba", "short_conv", "lightning",
-                "rg_lru", "moa"):
-        return kind
+def _mixer_kind(kind: str, path: str):
+    """The registry's spec for a card's mixer kind (None: no mixer); a kind without an nn module is refused."""
+    if kind == "none":
+        return None
     if kind == "unknown":
         raise NeedsField(f"{path}.kind", "gqa, mla, kda, gated_deltanet, mamba2 or none")
-    raise Unsupported(f"{path}.kind {kind!r}: no archprobe.nn module for this mixer")
+    spec = kinds.MIXERS.get(kind)
+    if spec is None or spec.fields is None or spec.build is None:
+        raise Unsupported(f"{path}.kind {kind!r}: no archprobe.nn module for this mixer")
+    return spec
+
+
+def _mixer_roles(kind: str) -> dict:
+    """Role leaf -> parameter path for a HybridConfig mixer type, from its kind's spec."""
+    spec = kinds.BY_NN_KIND.get(kind)
+    return (spec.roles or {}) if spec is not None else {}
 
 
 def _layer_fields(card, i: int, roles: set[str]) -> dict:
@@ -220,157 +199,10 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
     p = f"layers.{i}"
     has = lambda leaf: f"{p}.{leaf}" in roles  # noqa: E731
     out: dict = {}
-    mk = _mixer_kind(m.kind, f"{p}.mixer")
-    out["mixer"] = mk
-    if mk == "gqa":
-        heads = _need(m.num_heads, f"{p}.mixer.num_heads")
-        out.update(num_attention_heads=heads, num_key_value_heads=_need(m.num_kv_heads, f"{p}.mixer.num_kv_heads"),
-                   head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"))
-        bias = m.bias or {}
-        qkv_b = has("mixer.q.bias") or has("mixer.qkv.bias") or bool(bias.get("q"))
-        out.update(attention_bias=qkv_b, attention_out_bias=has("mixer.o.bias") or bool(bias.get("o")))
-        if qkv_b and not (has("mixer.k.bias") or has("mixer.qkv.bias")):
-            raise Unsupported(f"{p}.mixer: a q bias without k/v biases")
-        out["sliding_window"] = m.sliding_window
-        out["mixer"] = "swa" if m.sliding_window else "gqa"
-        qk = {"per_head": "head", "full": "full", "per_head_weights": "per_head_weights", "weightless": "weightless",
-              None: False}
-        if m.qk_norm not in qk:
-            raise Unsupported(f"{p}.mixer.qk_norm {m.qk_norm!r}")
-        out["qk_norm"] = qk[m.qk_norm]
-        q_norm_name = card.tensors.get(f"{p}.mixer.q_norm", "")
-        if m.qk_norm and "*" in q_norm_name:      # one stored norm per head: gains [heads, head_dim]
-            out["qk_norm"] = "per_head_weights"
-        if m.qk_norm:   # q/k norms of the layer norms' kind, biased only when the checkpoint stores biases
-            kind = next((n.kind for n in layer.norm.values() if n.kind), None) or card.final_norm.kind
-            if kind == "layer" and has("mixer.q_norm"):
-                out["qk_norm_style"] = "layer" if has("mixer.q_norm.bias") else "layer_nobias"
-        out["attn_softcap"] = m.logit_soft_cap
-        out["clip_qkv"] = getattr(m, "clip_qkv", None)
-        out["attn_sub_norm"] = has("mixer.sub_norm")
-        out["attn_sinks"] = bool(m.sinks) or has("mixer.sinks")
-        out["attn_head_gate"] = _head_gate(m, p) if has("mixer.head_gate") else None
-        if (m.layout or {}).get("differential"):   # lambda_init per layer depth (arXiv:2410.05258, DiffLlama)
-            out["attn_differential"] = 0.8 - 0.6 * math.exp(-0.3 * i)
-        out["alibi"] = bool(m.alibi)
-        out["alibi_scaled"] = bool(m.alibi) and bool(getattr(m, "alibi_scaled", None))
-        gate = m.output_gate
-        if gate not in (None, "sigmoid_g_proj", "fused_in_q_proj"):
-            raise Unsupported(f"{p}.mixer.output_gate {gate!r} on softmax attention")
-        out["attn_output_gate"] = gate == "sigmoid_g_proj"
-        out["attn_gate_in_q"] = gate == "fused_in_q_proj"
-        out["attn_scale"] = getattr(m, "scale", None)
-        if m.v_head_dim and m.v_head_dim != out["head_dim"]:
-            out["attn_v_head_dim"] = m.v_head_dim
-        out["attn_value_scale"] = (m.layout or {}).get("value_scale")
-        out["qk_norm_after_rope"] = bool(getattr(m, "qk_norm_after_rope", None))
-        out["attn_query_scale"] = getattr(m, "query_scale", None)
-        no_rope = m.rope is False or m.alibi or card.embed.pos_kind in ("learned", "alibi", "none", "sinusoidal")
-        out["rope"] = None if no_rope else _rope(card, out["head_dim"], layer=i)
-        out["attn_chunk_size"] = m.chunk_size
-        out["rope_theta"] = None if out["rope"] is None else out["rope"].theta
-    elif mk == "mla":
-        heads = _need(m.num_heads, f"{p}.mixer.num_heads")
-        rope_dim = _need(m.rope_dim, f"{p}.mixer.rope_dim")
-        nope = _need(m.nope_dim, f"{p}.mixer.nope_dim")
-        out.update(num_attention_heads=heads, q_lora_rank=m.q_lora_rank,
-                   kv_lora_rank=_need(m.kv_lora_rank, f"{p}.mixer.kv_lora_rank"), qk_nope_head_dim=nope,
-                   qk_rope_head_dim=rope_dim, v_head_dim=_need(m.v_head_dim, f"{p}.mixer.v_head_dim"),
-                   mla_use_output_gate=m.output_gate is not None and has("mixer.g"),
-                   mla_head_gate=_head_gate(m, p) if has("mixer.head_gate") else None)
-        if m.rope is False:
-            out.update(mla_use_nope=True, rope=None)
-        else:
-            out.update(mla_use_nope=False, rope=_rope(card, None, rope_dim, layer=i))
-        scale = getattr(m, "scale", None)
-        out["attn_scale"] = scale if scale is not None else (nope + rope_dim) ** -0.5 * _yarn_mscale(card)
-        if m.indexer is not None:      # DSA: each query reads only its top-k keys by the indexer's scores
-            ix, ip = m.indexer, f"{p}.mixer.indexer"
-            if ix.get("shared"):
-                raise Unsupported(f"{ip}.shared: a layer reusing the previous layer's top-k selection")
-            if not m.q_lora_rank or m.rope is False:
-                raise Unsupported(f"{ip}: an indexer without the q-LoRA latent or without rope")
-            out.update(mla_indexer=True, index_topk=_need(ix.get("index_topk"), f"{ip}.index_topk"),
-                       index_n_heads=_need(ix.get("index_heads"), f"{ip}.index_heads"),
-                       index_head_dim=_need(ix.get("index_dim"), f"{ip}.index_dim"),
-                       index_rope_interleaved=_need(ix.get("rope_interleaved"), f"{ip}.rope_interleaved",
-                                                    "true: neighbour pairs, false: halves"))
-    elif mk == "kda":
-        out.update(linear_num_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
-                   linear_head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
-                   short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
-                   kda_gate="bounded" if m.gate_lower_bound is not None else "softplus",
-                   gate_lower_bound=m.gate_lower_bound if m.gate_lower_bound is not None else -5.0,
-                   use_full_rank_gate=has("mixer.g"), a_log_len=m.a_log_stored,
-                   kda_decay_rank=0 if has("mixer.f") else None)
-        if has("mixer.f") and (has("mixer.f_a") or has("mixer.f_b")):
-            raise Unsupported(f"{p}.mixer: both a full-rank and a low-rank decay projection")
-    elif mk == "gated_deltanet":   # num_heads = value heads; conv_dim = 2 Hk dk + Hv dv gives the key heads
-        hv = _need(m.num_heads, f"{p}.mixer.num_heads")
-        dk = _need(m.head_dim, f"{p}.mixer.head_dim")
-        dv = m.value_head_dim or m.v_head_dim or dk
-        conv = _need(m.conv_dim, f"{p}.mixer.conv_dim")
-        hk, rest = divmod(conv - hv * dv, 2 * dk)
-        if rest or hk <= 0 or hv % hk:
-            raise Unsupported(f"{p}.mixer: conv_dim {conv} does not split into key heads of {dk} and "
-                              f"{hv} value heads of {dv}")
-        out.update(linear_num_key_heads=hk, linear_num_value_heads=hv, linear_key_head_dim=dk,
-                   linear_value_head_dim=dv, short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
-                   gdn_layout="grouped" if has("mixer.in_proj_qkvz") else "split",
-                   gdn_beta_scale=m.beta_scale if m.beta_scale is not None else 1.0, gdn_norm_eps=m.norm_eps)
-        if any(has(f"mixer.{r}.bias") for r in GDN_SOURCES + ("in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b")):
-            raise Unsupported(f"{p}.mixer: biases on the Gated DeltaNet projections or convs")
-    elif mk == "moa":
-        hd = _need(m.head_dim, f"{p}.mixer.head_dim")
-        out.update(moa_num_experts=_need(m.num_experts, f"{p}.mixer.num_experts"),
-                   moa_top_k=_need(m.top_k, f"{p}.mixer.top_k"), moa_head_dim=hd,
-                   moa_kv_heads=_need(m.num_kv_heads, f"{p}.mixer.num_kv_heads"), rope=_rope(card, hd, layer=i))
-        out["rope_theta"] = out["rope"].theta
-    elif mk == "mamba2":
-        odd = sorted(k for k in ("mup_multipliers", "norm_before_gate") if (m.layout or {}).get(k))
-        if odd:
-            raise Unsupported(f"{p}.mixer.layout {odd}: Falcon-H1's muP multipliers other than 1 / a Mamba-2 norm "
-                              "before its gate")
-        out["mamba_norm"] = has("mixer.norm")
-        out.update(mamba_num_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
-                   mamba_head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
-                   ssm_state_size=_need(m.state_size, f"{p}.mixer.state_size"),
-                   mamba_n_groups=_need(m.n_groups, f"{p}.mixer.n_groups"),
-                   mamba_conv_kernel=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"))
-    elif mk == "mamba":
-        weighted = has("mixer.dt_norm") or has("mixer.b_norm")
-        eps = m.ssm_norm_eps
-        if weighted:
-            eps = _need(eps, f"{p}.mixer.ssm_norm_eps", "eps of the stored RMS norms on dt, B and C")
-        out.update(mamba_inner=_need(m.conv_dim, f"{p}.mixer.conv_dim"),
-                   ssm_state_size=_need(m.state_size, f"{p}.mixer.state_size"),
-                   mamba_dt_rank=_need(m.dt_rank, f"{p}.mixer.dt_rank"),
-                   mamba_conv_kernel=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
-                   mamba_proj_bias=has("mixer.in_proj.bias"),
-                   mamba_ssm_norms="weighted" if weighted else ("weightless" if eps is not None else None),
-                   mamba_ssm_norm_eps=eps if eps is not None else 1e-6)
-        if has("mixer.in_proj.bias") != has("mixer.out_proj.bias"):
-            raise Unsupported(f"{p}.mixer: a bias on only one of in_proj / out_proj")
-    elif mk == "rg_lru":   # the y branch's activation is the model's hidden activation (Griffin: GeLU)
-        need = [f"mixer.{r}" for r in ("x", "y", "o", "conv1d", "input_gate", "recurrent_gate", "a_param")]
-        need += [f"mixer.{r}.bias" for r in ("x", "y", "o", "conv1d", "input_gate", "recurrent_gate")]
-        if not all(has(r) for r in need):
-            raise Unsupported(f"{p}.mixer: an RG-LRU block without {next(r for r in need if not has(r))}")
-        out.update(rg_lru_width=_need(m.conv_dim, f"{p}.mixer.conv_dim"),
-                   rg_lru_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
-                   short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
-                   rg_lru_activation=_need(f.activation, f"{p}.ffn.activation", "the model's hidden activation"))
-    elif mk == "lightning":
-        if m.output_gate != "sigmoid_g_proj" or not has("mixer.norm") or not has("mixer.slope_rate"):
-            raise Unsupported(f"{p}.mixer: lightning attention without its output gate, norm or slope_rate")
-        out.update(num_attention_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
-                   head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
-                   lightning_norm_eps=_need(m.norm_eps, f"{p}.mixer.norm_eps", "eps of the output RMSNorm"))
-    elif mk == "short_conv":
-        biases = {has(f"mixer.{r}.bias") for r in ("in_proj", "conv1d", "out_proj")}
-        if len(biases) > 1:
-            raise Unsupported(f"{p}.mixer: biases on some of in_proj / conv1d / out_proj only")
-        out.update(short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"), short_conv_bias=biases.pop())
+    spec = _mixer_kind(m.kind, f"{p}.mixer")
+    out["mixer"] = spec.nn_kind if spec is not None else "none"
+    if spec is not None:      # the mixer's own fields: its kind's hook (kinds/<kind>.py)
+        spec.fields(card, i, has, out)
     pm = layer.parallel_mixer
     if pm is not None and pm.kind != "none":     # a second mixer on the same input (Falcon-H1): its own fields
         out["parallel_mixer"] = _parallel_fields(card, i, roles, out)
@@ -669,14 +501,14 @@ def _layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
         return None if bias else RESIDUAL_PARAMS.get(stem)
     if part == "parallel_mixer":
         kind = cfg.parallel_mixer_types[i]
-        table = MIXER_PARAMS["attention" if kind in ("gqa", "swa") else kind] if kind != "none" else {}
+        table = _mixer_roles(kind)
         if stem not in table or (card.layers[i].parallel_mixer.layout or {}).get("transposed"):
             return None
         name = "parallel_mixer." + table[stem]
         return name if stem in BARE and not bias else name + suffix
     if part == "mixer":
         kind = cfg.mixer_types[i]
-        table = MIXER_PARAMS["attention" if kind in ("gqa", "swa") else kind] if kind != "none" else {}
+        table = _mixer_roles(kind)
         if kind == "lightning" and stem == "qkv":
             stem = "lightning_qkv"          # per head [q | k | v]: the module reads it as stored
         if kind == "lightning" and stem.startswith("decay."):

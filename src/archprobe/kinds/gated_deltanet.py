@@ -1,0 +1,58 @@
+"""Gated DeltaNet (Qwen3-Next, Qwen3.5): a scalar-decay delta rule over grouped key/value heads."""
+
+from __future__ import annotations
+
+from archprobe.kinds.spec import CacheContext, Kind
+from archprobe.memory.formulas import linear_state
+
+ROLES = {"in_proj_qkvz": "in_proj_qkvz", "in_proj_ba": "in_proj_ba", "conv1d": "conv1d",
+         "A_log": "A_log", "dt_bias": "dt_bias", "norm": "norm", "out_proj": "out_proj",
+         "in_proj_qkv": "in_proj_qkv", "in_proj_z": "in_proj_z", "in_proj_b": "in_proj_b",
+         "in_proj_a": "in_proj_a", "g": "in_proj_z", "a": "in_proj_a", "b": "in_proj_b",
+         "o_norm": "norm", "o": "out_proj"}
+
+
+def attrs(m, H):
+    return {"num_heads": m.num_heads, "head_dim": m.head_dim, "value_head_dim": m.value_head_dim,
+            "conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel}
+
+
+def cache(m, c: CacheContext):
+    return "gated_deltanet", linear_state(m.num_heads, m.head_dim, m.value_head_dim or m.head_dim, m.conv_dim,
+                                          m.conv_kernel or 4, c.state_b, c.act_b)
+
+
+def fields(card, i, has, out):
+    """num_heads = value heads; conv_dim = 2 Hk dk + Hv dv gives the key heads."""
+    from archprobe.validate.build import GDN_SOURCES, Unsupported, _need
+
+    m = card.layers[i].mixer
+    p = f"layers.{i}"
+    hv = _need(m.num_heads, f"{p}.mixer.num_heads")
+    dk = _need(m.head_dim, f"{p}.mixer.head_dim")
+    dv = m.value_head_dim or m.v_head_dim or dk
+    conv = _need(m.conv_dim, f"{p}.mixer.conv_dim")
+    hk, rest = divmod(conv - hv * dv, 2 * dk)
+    if rest or hk <= 0 or hv % hk:
+        raise Unsupported(f"{p}.mixer: conv_dim {conv} does not split into key heads of {dk} and "
+                          f"{hv} value heads of {dv}")
+    out.update(linear_num_key_heads=hk, linear_num_value_heads=hv, linear_key_head_dim=dk,
+               linear_value_head_dim=dv, short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+               gdn_layout="grouped" if has("mixer.in_proj_qkvz") else "split",
+               gdn_beta_scale=m.beta_scale if m.beta_scale is not None else 1.0, gdn_norm_eps=m.norm_eps)
+    if any(has(f"mixer.{r}.bias") for r in GDN_SOURCES + ("in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b")):
+        raise Unsupported(f"{p}.mixer: biases on the Gated DeltaNet projections or convs")
+
+
+def build(cfg, kind):
+    from archprobe.nn.gated_deltanet import GatedDeltaNet
+
+    return GatedDeltaNet(cfg.hidden_size, cfg.linear_num_key_heads, cfg.linear_num_value_heads,
+                         cfg.linear_key_head_dim, cfg.linear_value_head_dim, cfg.short_conv_kernel_size,
+                         cfg.gdn_norm_eps if cfg.gdn_norm_eps is not None else cfg.rms_norm_eps,
+                         cfg.kda_chunk_size, layout=cfg.gdn_layout, beta_scale=cfg.gdn_beta_scale)
+
+
+KINDS = [Kind("gated_deltanet", "mixer", "GDN", "#5aa0e8", "linear_attention.gated_deltanet", attrs,
+              required=("num_heads", "head_dim", "conv_dim"), recurrent=True, cache=cache,
+              nn_kind="gated_deltanet", fields=fields, build=build, roles=ROLES)]

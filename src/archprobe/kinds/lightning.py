@@ -1,0 +1,38 @@
+"""MiniMax-01's lightning attention: linear attention with a fixed per-head decay, a [heads, hd, hd] state."""
+
+from __future__ import annotations
+
+from archprobe.kinds.spec import CacheContext, Kind
+from archprobe.memory.formulas import linear_state
+
+ROLES = {"lightning_qkv": "qkv_proj", "o": "out_proj", "g": "output_gate", "norm": "norm",
+         "slope_rate": "slope_rate"}
+
+
+def cache(m, c: CacheContext):
+    """A [heads, hd, hd] state, no convolution."""
+    return "lightning", linear_state(m.num_heads, m.head_dim, m.head_dim, 0, 1, c.state_b, c.act_b)
+
+
+def fields(card, i, has, out):
+    from archprobe.validate.build import Unsupported, _need
+
+    m = card.layers[i].mixer
+    p = f"layers.{i}"
+    if m.output_gate != "sigmoid_g_proj" or not has("mixer.norm") or not has("mixer.slope_rate"):
+        raise Unsupported(f"{p}.mixer: lightning attention without its output gate, norm or slope_rate")
+    out.update(num_attention_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
+               head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
+               lightning_norm_eps=_need(m.norm_eps, f"{p}.mixer.norm_eps", "eps of the output RMSNorm"))
+
+
+def build(cfg, kind):
+    from archprobe.nn.lightning import LightningAttention
+
+    return LightningAttention(cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim, cfg.lightning_norm_eps)
+
+
+KINDS = [Kind("lightning", "mixer", "Lightning", "#2e86c1", "linear_attention.lightning",
+              lambda m, H: {"num_heads": m.num_heads, "head_dim": m.head_dim},
+              required=("num_heads", "head_dim"), recurrent=True, cache=cache, nn_kind="lightning",
+              fields=fields, build=build, roles=ROLES)]

@@ -1,0 +1,87 @@
+"""Multi-head latent attention (DeepSeek-V2/V3, Kimi): one normalised latent c_kv plus a shared rope key
+cached per token, up-projected to every head's keys and values; optionally a DSA top-k indexer."""
+
+from __future__ import annotations
+
+import math
+
+from archprobe.kinds.spec import CacheContext, Kind
+from archprobe.memory.formulas import mla_cache
+
+ROLES = {"q": "q_proj", "q_a": "q_a_proj", "q_a_norm": "q_a_layernorm", "q_b": "q_b_proj",
+         "kv_a": "kv_a_proj_with_mqa", "kv_a_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "o": "o_proj",
+         "g": "g_proj", "head_gate": "head_gate_proj",
+         **{f"indexer.{n}": f"indexer.{n}" for n in ("wq_b", "wk", "k_norm", "weights_proj")}}
+
+
+def attrs(m, H):
+    return {"kv_lora_rank": m.kv_lora_rank, "q_lora_rank": m.q_lora_rank, "rope_dim": m.rope_dim,
+            "cache_width_per_token": m.cache_width_per_token, "num_heads": m.num_heads}
+
+
+def cache(m, c: CacheContext):
+    """The latent (kv_lora_rank + rope_dim) per token, plus a DSA indexer's own key."""
+    index_dim = (m.indexer or {}).get("index_dim") or 0
+    return m.kind, mla_cache(math.ceil(c.T / c.pad) * c.pad, m.cache_width_per_token, c.kv_b, index_dim)
+
+
+def fields(card, i, has, out):
+    from archprobe.validate.build import Unsupported, _head_gate, _need, _rope, _yarn_mscale
+
+    m = card.layers[i].mixer
+    p = f"layers.{i}"
+    heads = _need(m.num_heads, f"{p}.mixer.num_heads")
+    rope_dim = _need(m.rope_dim, f"{p}.mixer.rope_dim")
+    nope = _need(m.nope_dim, f"{p}.mixer.nope_dim")
+    out.update(num_attention_heads=heads, q_lora_rank=m.q_lora_rank,
+               kv_lora_rank=_need(m.kv_lora_rank, f"{p}.mixer.kv_lora_rank"), qk_nope_head_dim=nope,
+               qk_rope_head_dim=rope_dim, v_head_dim=_need(m.v_head_dim, f"{p}.mixer.v_head_dim"),
+               mla_use_output_gate=m.output_gate is not None and has("mixer.g"),
+               mla_head_gate=_head_gate(m, p) if has("mixer.head_gate") else None)
+    if m.rope is False:
+        out.update(mla_use_nope=True, rope=None)
+    else:
+        out.update(mla_use_nope=False, rope=_rope(card, None, rope_dim, layer=i))
+    scale = getattr(m, "scale", None)
+    out["attn_scale"] = scale if scale is not None else (nope + rope_dim) ** -0.5 * _yarn_mscale(card)
+    if m.indexer is not None:      # DSA: each query reads only its top-k keys by the indexer's scores
+        ix, ip = m.indexer, f"{p}.mixer.indexer"
+        if ix.get("shared"):
+            raise Unsupported(f"{ip}.shared: a layer reusing the previous layer's top-k selection")
+        if not m.q_lora_rank or m.rope is False:
+            raise Unsupported(f"{ip}: an indexer without the q-LoRA latent or without rope")
+        out.update(mla_indexer=True, index_topk=_need(ix.get("index_topk"), f"{ip}.index_topk"),
+                   index_n_heads=_need(ix.get("index_heads"), f"{ip}.index_heads"),
+                   index_head_dim=_need(ix.get("index_dim"), f"{ip}.index_dim"),
+                   index_rope_interleaved=_need(ix.get("rope_interleaved"), f"{ip}.rope_interleaved",
+                                                "true: neighbour pairs, false: halves"))
+
+
+def build(cfg, kind):
+    from dataclasses import replace
+
+    from archprobe.nn.dynamic import Indexer
+    from archprobe.nn.mla import MultiHeadLatentAttention
+    from archprobe.nn.rope import Rope
+
+    H = cfg.hidden_size
+    indexer = None
+    if cfg.mla_indexer:
+        rope = cfg.rope if cfg.rope is not None else Rope(cfg.rope_theta, cfg.qk_rope_head_dim)
+        indexer = Indexer(H, cfg.index_n_heads, cfg.index_head_dim, cfg.index_topk, query_dim=cfg.q_lora_rank,
+                          rope=replace(rope, interleaved=cfg.index_rope_interleaved), eps=1e-6, tie_break="topk")
+    return MultiHeadLatentAttention(H, cfg.num_attention_heads, kv_lora_rank=cfg.kv_lora_rank,
+                                    q_lora_rank=cfg.q_lora_rank, nope_dim=cfg.qk_nope_head_dim,
+                                    rope_dim=cfg.qk_rope_head_dim, v_dim=cfg.v_head_dim,
+                                    rope_theta=None if cfg.mla_use_nope else cfg.rope_theta,
+                                    rope_interleaved=cfg.rope_interleave, output_gate=cfg.mla_use_output_gate,
+                                    form=cfg.mla_form, softmax_scale=cfg.attn_scale,
+                                    rope=None if cfg.mla_use_nope else cfg.rope, indexer=indexer,
+                                    head_gate_act=cfg.mla_head_gate)
+
+
+# tensor parallel: one latent per token shared by all heads, so every device keeps all of it
+KINDS = [Kind("mla", "mixer", "MLA", "#d5793a", "attention.mla", attrs,
+              required=("kv_lora_rank", "rope_dim", "cache_width_per_token"), cache=cache, tp_replicated=True,
+              act_width=lambda m: (m.num_heads or 0) * 3 * 192, eager_score_copies=3, nn_kind="mla",
+              fields=fields, build=build, roles=ROLES)]

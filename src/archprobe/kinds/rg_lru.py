@@ -1,0 +1,45 @@
+"""Griffin's RG-LRU block (RecurrentGemma): a gated linear recurrence, one state value per channel."""
+
+from __future__ import annotations
+
+from archprobe.kinds.spec import CacheContext, Kind
+from archprobe.memory.formulas import mamba2_state
+
+ROLES = {"x": "x", "y": "y", "o": "o", "conv1d": "conv1d", "input_gate": "input_gate",
+         "recurrent_gate": "recurrent_gate", "a_param": "a_param"}
+
+
+def cache(m, c: CacheContext):
+    """One recurrent vector per channel + (kernel - 1) conv inputs."""
+    return "rg_lru", mamba2_state(1, m.conv_dim, 1, m.conv_dim, m.conv_kernel or 4, c.state_b, c.act_b)
+
+
+def fields(card, i, has, out):
+    """The y branch's activation is the model's hidden activation (Griffin: GeLU)."""
+    from archprobe.validate.build import Unsupported, _need
+
+    layer = card.layers[i]
+    m, f = layer.mixer, layer.ffn
+    p = f"layers.{i}"
+    need = [f"mixer.{r}" for r in ("x", "y", "o", "conv1d", "input_gate", "recurrent_gate", "a_param")]
+    need += [f"mixer.{r}.bias" for r in ("x", "y", "o", "conv1d", "input_gate", "recurrent_gate")]
+    if not all(has(r) for r in need):
+        raise Unsupported(f"{p}.mixer: an RG-LRU block without {next(r for r in need if not has(r))}")
+    out.update(rg_lru_width=_need(m.conv_dim, f"{p}.mixer.conv_dim"),
+               rg_lru_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
+               short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+               rg_lru_activation=_need(f.activation, f"{p}.ffn.activation", "the model's hidden activation"))
+
+
+def build(cfg, kind):
+    from archprobe.nn.rg_lru import RGLRUBlock
+
+    return RGLRUBlock(cfg.hidden_size, cfg.rg_lru_width, cfg.rg_lru_heads, cfg.short_conv_kernel_size,
+                      cfg.rg_lru_activation)
+
+
+KINDS = [Kind("rg_lru", "mixer", "RG-LRU", "#48a9a6", "recurrent.rg_lru",
+              lambda m, H: {"width": m.conv_dim, "conv_kernel": m.conv_kernel, "num_heads": m.num_heads},
+
+              required=("conv_dim", "conv_kernel"), recurrent=True, cache=cache, nn_kind="rg_lru", fields=fields,
+              build=build, roles=ROLES)]

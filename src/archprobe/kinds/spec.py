@@ -1,0 +1,48 @@
+"""What one mechanism tells every stage about itself: a `Kind`. Each mechanism's module (kinds/gqa.py,
+kinds/mla.py, ...) defines its Kind; kinds/__init__.py collects them into the registry the stages read.
+
+Hooks are plain functions so a module stays readable top to bottom; the heavy ones (the nn module, the
+validate fields) import torch / archprobe.validate inside, so reading labels or features stays light."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CacheContext:
+    """What a cache formula needs besides the card's mixer: tokens held, page size, element sizes."""
+    T: int                      # tokens the sequence holds
+    pad: int                    # tokens per cache page (1: none)
+    kv_b: float                 # bytes per KV / latent element
+    act_b: float                # bytes per conv-cache element (the activation dtype)
+    state_b: float              # bytes per recurrent-state element
+    swa_extra_block: bool = False   # a sliding-window layer holds one page beyond its window (vLLM)
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str                                   # the card's `kind` value
+    role: str                                   # mixer | ffn | either
+    label: str                                  # short label: the terminal's layer plan, the report
+    colour: str                                 # the report's layer strip and legend
+    feature: str | None = None                  # inspect feature id (spec/contracts.md); None: no row of its own
+    attrs: Callable[[object, int | None], dict] | None = None   # (the card's Mixer/Ffn, hidden size) -> attrs
+    # memory: (mixer, CacheContext) -> (per-layer label, bytes one sequence keeps); None: no formula
+    cache: Callable[[object, CacheContext], tuple[str, float]] | None = None
+    required: tuple[str, ...] = ()              # the card's mixer fields the math needs (None there: unknown)
+    recurrent: bool = False                     # a state instead of a growing cache, no positions of its own
+    # detection: (the layer group's modules, hidden size, config view) -> a Bound (structure/bind_ffn.py) or
+    # None; tried before the built-in detectors, so a new mechanism is found from its own module
+    detect: Callable[[list, int, object], object] | None = None
+    tp_replicated: bool = False                 # tensor parallel keeps the whole cache on every device
+    act_width: Callable[[object], int] | None = None   # prefill transients per token (values), beyond 4 H
+    eager_score_copies: int = 0                 # live [heads, chunk, context] fp32 copies in eager attention
+    # validate / nn
+    nn_kind: str | None = None                  # the HybridConfig mixer type this kind runs as
+    nn_variants: tuple[str, ...] = ()           # further HybridConfig mixer types the same builder handles
+    fields: Callable[[object, int, Callable[[str], bool], dict], None] | None = None
+    #   (card, layer index, has(role leaf), out): writes the HybridConfig fields layer i needs
+    build: Callable[[object, str], object] | None = None   # (HybridConfig, mixer type) -> nn.Module
+    roles: dict[str, str] | None = None         # role leaf -> parameter path under the layer's mixer module
