@@ -108,7 +108,7 @@ def choice(value: str | None, known, option: str) -> str | None:
 
 
 def dtype(value: str | None, option: str) -> str | None:
-    from archprobe.memory.formulas import DTYPE_BYTES
+    from archprobe.kinds.formulas import DTYPE_BYTES
 
     if value is None:
         return None

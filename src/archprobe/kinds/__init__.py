@@ -14,7 +14,7 @@ from archprobe.kinds import absent, ffn
 from archprobe.kinds.spec import CacheContext, Kind
 
 # every module of this package but these is one mechanism: a new kind is its module, nothing to list here
-NOT_MECHANISMS = {"spec", "ffn", "absent"}
+NOT_MECHANISMS = {"spec", "ffn", "absent", "formulas"}
 MECHANISMS = tuple(importlib.import_module(f"{__name__}.{name}")
                    for name in sorted(m.name for m in pkgutil.iter_modules(__path__)) if name not in NOT_MECHANISMS)
 

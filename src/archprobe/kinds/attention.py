@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
+from archprobe.kinds.formulas import kv_cache
 from archprobe.kinds.spec import CacheContext, Kind
-from archprobe.memory.formulas import kv_cache
 
 ROLES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_norm": "q_norm",
          "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj", "head_gate": "head_gate_proj",
@@ -32,14 +32,14 @@ def act_width(m):
 
 
 def fields(card, i, has, out):
-    from archprobe.validate.build import Unsupported, _head_gate, _need, _rope
+    from archprobe.validate.build import Unsupported, card_rope, head_gate_kind, need_field
 
     layer = card.layers[i]
     m = layer.mixer
     p = f"layers.{i}"
-    heads = _need(m.num_heads, f"{p}.mixer.num_heads")
-    out.update(num_attention_heads=heads, num_key_value_heads=_need(m.num_kv_heads, f"{p}.mixer.num_kv_heads"),
-               head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"))
+    heads = need_field(m.num_heads, f"{p}.mixer.num_heads")
+    out.update(num_attention_heads=heads, num_key_value_heads=need_field(m.num_kv_heads, f"{p}.mixer.num_kv_heads"),
+               head_dim=need_field(m.head_dim, f"{p}.mixer.head_dim"))
     bias = m.bias or {}
     qkv_b = has("mixer.q.bias") or has("mixer.qkv.bias") or bool(bias.get("q"))
     out.update(attention_bias=qkv_b, attention_out_bias=has("mixer.o.bias") or bool(bias.get("o")))
@@ -63,7 +63,7 @@ def fields(card, i, has, out):
     out["clip_qkv"] = getattr(m, "clip_qkv", None)
     out["attn_sub_norm"] = has("mixer.sub_norm")
     out["attn_sinks"] = bool(m.sinks) or has("mixer.sinks")
-    out["attn_head_gate"] = _head_gate(m, p) if has("mixer.head_gate") else None
+    out["attn_head_gate"] = head_gate_kind(m, p) if has("mixer.head_gate") else None
     if (m.layout or {}).get("differential"):   # lambda_init per layer depth (arXiv:2410.05258, DiffLlama)
         out["attn_differential"] = 0.8 - 0.6 * math.exp(-0.3 * i)
     out["alibi"] = bool(m.alibi)
@@ -80,7 +80,7 @@ def fields(card, i, has, out):
     out["qk_norm_after_rope"] = bool(getattr(m, "qk_norm_after_rope", None))
     out["attn_query_scale"] = getattr(m, "query_scale", None)
     no_rope = m.rope is False or m.alibi or card.embed.pos_kind in ("learned", "alibi", "none", "sinusoidal")
-    out["rope"] = None if no_rope else _rope(card, out["head_dim"], layer=i)
+    out["rope"] = None if no_rope else card_rope(card, out["head_dim"], layer=i)
     out["attn_chunk_size"] = m.chunk_size
     out["rope_theta"] = None if out["rope"] is None else out["rope"].theta
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from archprobe.kinds.formulas import linear_state
 from archprobe.kinds.spec import CacheContext, Kind
-from archprobe.memory.formulas import linear_state
 
 ROLES = {"in_proj_qkvz": "in_proj_qkvz", "in_proj_ba": "in_proj_ba", "conv1d": "conv1d",
          "A_log": "A_log", "dt_bias": "dt_bias", "norm": "norm", "out_proj": "out_proj",
@@ -24,20 +24,20 @@ def cache(m, c: CacheContext):
 
 def fields(card, i, has, out):
     """num_heads = value heads; conv_dim = 2 Hk dk + Hv dv gives the key heads."""
-    from archprobe.validate.build import GDN_SOURCES, Unsupported, _need
+    from archprobe.validate.build import GDN_SOURCES, Unsupported, need_field
 
     m = card.layers[i].mixer
     p = f"layers.{i}"
-    hv = _need(m.num_heads, f"{p}.mixer.num_heads")
-    dk = _need(m.head_dim, f"{p}.mixer.head_dim")
+    hv = need_field(m.num_heads, f"{p}.mixer.num_heads")
+    dk = need_field(m.head_dim, f"{p}.mixer.head_dim")
     dv = m.value_head_dim or m.v_head_dim or dk
-    conv = _need(m.conv_dim, f"{p}.mixer.conv_dim")
+    conv = need_field(m.conv_dim, f"{p}.mixer.conv_dim")
     hk, rest = divmod(conv - hv * dv, 2 * dk)
     if rest or hk <= 0 or hv % hk:
         raise Unsupported(f"{p}.mixer: conv_dim {conv} does not split into key heads of {dk} and "
                           f"{hv} value heads of {dv}")
     out.update(linear_num_key_heads=hk, linear_num_value_heads=hv, linear_key_head_dim=dk,
-               linear_value_head_dim=dv, short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+               linear_value_head_dim=dv, short_conv_kernel_size=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"),
                gdn_layout="grouped" if has("mixer.in_proj_qkvz") else "split",
                gdn_beta_scale=m.beta_scale if m.beta_scale is not None else 1.0, gdn_norm_eps=m.norm_eps)
     if any(has(f"mixer.{r}.bias") for r in GDN_SOURCES + ("in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b")):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from archprobe.kinds.formulas import linear_state
 from archprobe.kinds.spec import CacheContext, Kind
-from archprobe.memory.formulas import linear_state
 
 ROLES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_conv": "q_conv1d", "k_conv": "k_conv1d",
          "v_conv": "v_conv1d", "f_a": "f_a_proj", "f_b": "f_b_proj", "g_a": "g_a_proj", "g_b": "g_b_proj",
@@ -31,13 +31,13 @@ def act_width(m):
 
 
 def fields(card, i, has, out):
-    from archprobe.validate.build import Unsupported, _need
+    from archprobe.validate.build import Unsupported, need_field
 
     m = card.layers[i].mixer
     p = f"layers.{i}"
-    out.update(linear_num_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
-               linear_head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
-               short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+    out.update(linear_num_heads=need_field(m.num_heads, f"{p}.mixer.num_heads"),
+               linear_head_dim=need_field(m.head_dim, f"{p}.mixer.head_dim"),
+               short_conv_kernel_size=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"),
                kda_gate="bounded" if m.gate_lower_bound is not None else "softplus",
                gate_lower_bound=m.gate_lower_bound if m.gate_lower_bound is not None else -5.0,
                use_full_rank_gate=has("mixer.g"), a_log_len=m.a_log_stored,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from archprobe.kinds.formulas import linear_state
 from archprobe.kinds.spec import CacheContext, Kind
-from archprobe.memory.formulas import linear_state
 
 ROLES = {"lightning_qkv": "qkv_proj", "o": "out_proj", "g": "output_gate", "norm": "norm",
          "slope_rate": "slope_rate"}
@@ -15,15 +15,15 @@ def cache(m, c: CacheContext):
 
 
 def fields(card, i, has, out):
-    from archprobe.validate.build import Unsupported, _need
+    from archprobe.validate.build import Unsupported, need_field
 
     m = card.layers[i].mixer
     p = f"layers.{i}"
     if m.output_gate != "sigmoid_g_proj" or not has("mixer.norm") or not has("mixer.slope_rate"):
         raise Unsupported(f"{p}.mixer: lightning attention without its output gate, norm or slope_rate")
-    out.update(num_attention_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
-               head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
-               lightning_norm_eps=_need(m.norm_eps, f"{p}.mixer.norm_eps", "eps of the output RMSNorm"))
+    out.update(num_attention_heads=need_field(m.num_heads, f"{p}.mixer.num_heads"),
+               head_dim=need_field(m.head_dim, f"{p}.mixer.head_dim"),
+               lightning_norm_eps=need_field(m.norm_eps, f"{p}.mixer.norm_eps", "eps of the output RMSNorm"))
 
 
 def build(cfg, kind):

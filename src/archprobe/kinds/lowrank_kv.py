@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
+from archprobe.kinds.formulas import mla_cache
 from archprobe.kinds.spec import CacheContext, Kind
-from archprobe.memory.formulas import mla_cache
 
 
 def attrs(m, H):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from archprobe.kinds.formulas import mamba2_state
 from archprobe.kinds.spec import CacheContext, Kind
-from archprobe.memory.formulas import mamba2_state
 
 ROLES = {"in_proj": "in_proj", "conv1d": "conv1d", "x_proj": "x_proj", "dt_proj": "dt_proj", "A_log": "A_log",
          "D": "D", "out_proj": "out_proj", "dt_norm": "dt_norm", "b_norm": "b_norm", "c_norm": "c_norm"}
@@ -15,18 +15,18 @@ def cache(m, c: CacheContext):
 
 
 def fields(card, i, has, out):
-    from archprobe.validate.build import Unsupported, _need
+    from archprobe.validate.build import Unsupported, need_field
 
     m = card.layers[i].mixer
     p = f"layers.{i}"
     weighted = has("mixer.dt_norm") or has("mixer.b_norm")
     eps = m.ssm_norm_eps
     if weighted:
-        eps = _need(eps, f"{p}.mixer.ssm_norm_eps", "eps of the stored RMS norms on dt, B and C")
-    out.update(mamba_inner=_need(m.conv_dim, f"{p}.mixer.conv_dim"),
-               ssm_state_size=_need(m.state_size, f"{p}.mixer.state_size"),
-               mamba_dt_rank=_need(m.dt_rank, f"{p}.mixer.dt_rank"),
-               mamba_conv_kernel=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+        eps = need_field(eps, f"{p}.mixer.ssm_norm_eps", "eps of the stored RMS norms on dt, B and C")
+    out.update(mamba_inner=need_field(m.conv_dim, f"{p}.mixer.conv_dim"),
+               ssm_state_size=need_field(m.state_size, f"{p}.mixer.state_size"),
+               mamba_dt_rank=need_field(m.dt_rank, f"{p}.mixer.dt_rank"),
+               mamba_conv_kernel=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"),
                mamba_proj_bias=has("mixer.in_proj.bias"),
                mamba_ssm_norms="weighted" if weighted else ("weightless" if eps is not None else None),
                mamba_ssm_norm_eps=eps if eps is not None else 1e-6)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from archprobe.kinds.formulas import mamba2_state
 from archprobe.kinds.spec import CacheContext, Kind
-from archprobe.memory.formulas import mamba2_state
 
 ROLES = {"in_proj": "in_proj", "out_proj": "out_proj", "conv1d": "conv1d", "A_log": "A_log", "D": "D",
          "dt_bias": "dt_bias", "norm": "norm"}
@@ -20,7 +20,7 @@ def cache(m, c: CacheContext):
 
 
 def fields(card, i, has, out):
-    from archprobe.validate.build import MUP_FOLDS, Unsupported, _need
+    from archprobe.validate.build import MUP_FOLDS, Unsupported, need_field
 
     m = card.layers[i].mixer
     p = f"layers.{i}"
@@ -30,11 +30,11 @@ def fields(card, i, has, out):
     if unknown:
         raise Unsupported(f"{p}.mixer.layout.mup_multipliers {unknown}: no rule folds them")
     out["mamba_norm"] = has("mixer.norm")
-    out.update(mamba_num_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
-               mamba_head_dim=_need(m.head_dim, f"{p}.mixer.head_dim"),
-               ssm_state_size=_need(m.state_size, f"{p}.mixer.state_size"),
-               mamba_n_groups=_need(m.n_groups, f"{p}.mixer.n_groups"),
-               mamba_conv_kernel=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"))
+    out.update(mamba_num_heads=need_field(m.num_heads, f"{p}.mixer.num_heads"),
+               mamba_head_dim=need_field(m.head_dim, f"{p}.mixer.head_dim"),
+               ssm_state_size=need_field(m.state_size, f"{p}.mixer.state_size"),
+               mamba_n_groups=need_field(m.n_groups, f"{p}.mixer.n_groups"),
+               mamba_conv_kernel=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"))
 
 
 def build(cfg, kind):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
+from archprobe.kinds.formulas import mla_cache
 from archprobe.kinds.spec import CacheContext, Kind
-from archprobe.memory.formulas import mla_cache
 
 ROLES = {"q": "q_proj", "q_a": "q_a_proj", "q_a_norm": "q_a_layernorm", "q_b": "q_b_proj",
          "kv_a": "kv_a_proj_with_mqa", "kv_a_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "o": "o_proj",
@@ -26,34 +26,34 @@ def cache(m, c: CacheContext):
 
 
 def fields(card, i, has, out):
-    from archprobe.validate.build import Unsupported, _head_gate, _need, _rope, _yarn_mscale
+    from archprobe.validate.build import Unsupported, card_rope, head_gate_kind, need_field, yarn_mscale
 
     m = card.layers[i].mixer
     p = f"layers.{i}"
-    heads = _need(m.num_heads, f"{p}.mixer.num_heads")
-    rope_dim = _need(m.rope_dim, f"{p}.mixer.rope_dim")
-    nope = _need(m.nope_dim, f"{p}.mixer.nope_dim")
+    heads = need_field(m.num_heads, f"{p}.mixer.num_heads")
+    rope_dim = need_field(m.rope_dim, f"{p}.mixer.rope_dim")
+    nope = need_field(m.nope_dim, f"{p}.mixer.nope_dim")
     out.update(num_attention_heads=heads, q_lora_rank=m.q_lora_rank,
-               kv_lora_rank=_need(m.kv_lora_rank, f"{p}.mixer.kv_lora_rank"), qk_nope_head_dim=nope,
-               qk_rope_head_dim=rope_dim, v_head_dim=_need(m.v_head_dim, f"{p}.mixer.v_head_dim"),
+               kv_lora_rank=need_field(m.kv_lora_rank, f"{p}.mixer.kv_lora_rank"), qk_nope_head_dim=nope,
+               qk_rope_head_dim=rope_dim, v_head_dim=need_field(m.v_head_dim, f"{p}.mixer.v_head_dim"),
                mla_use_output_gate=m.output_gate is not None and has("mixer.g"),
-               mla_head_gate=_head_gate(m, p) if has("mixer.head_gate") else None)
+               mla_head_gate=head_gate_kind(m, p) if has("mixer.head_gate") else None)
     if m.rope is False:
         out.update(mla_use_nope=True, rope=None)
     else:
-        out.update(mla_use_nope=False, rope=_rope(card, None, rope_dim, layer=i))
+        out.update(mla_use_nope=False, rope=card_rope(card, None, rope_dim, layer=i))
     scale = getattr(m, "scale", None)
-    out["attn_scale"] = scale if scale is not None else (nope + rope_dim) ** -0.5 * _yarn_mscale(card)
+    out["attn_scale"] = scale if scale is not None else (nope + rope_dim) ** -0.5 * yarn_mscale(card)
     if m.indexer is not None:      # DSA: each query reads only its top-k keys by the indexer's scores
         ix, ip = m.indexer, f"{p}.mixer.indexer"
         if ix.get("shared"):
             raise Unsupported(f"{ip}.shared: a layer reusing the previous layer's top-k selection")
         if not m.q_lora_rank or m.rope is False:
             raise Unsupported(f"{ip}: an indexer without the q-LoRA latent or without rope")
-        out.update(mla_indexer=True, index_topk=_need(ix.get("index_topk"), f"{ip}.index_topk"),
-                   index_n_heads=_need(ix.get("index_heads"), f"{ip}.index_heads"),
-                   index_head_dim=_need(ix.get("index_dim"), f"{ip}.index_dim"),
-                   index_rope_interleaved=_need(ix.get("rope_interleaved"), f"{ip}.rope_interleaved",
+        out.update(mla_indexer=True, index_topk=need_field(ix.get("index_topk"), f"{ip}.index_topk"),
+                   index_n_heads=need_field(ix.get("index_heads"), f"{ip}.index_heads"),
+                   index_head_dim=need_field(ix.get("index_dim"), f"{ip}.index_dim"),
+                   index_rope_interleaved=need_field(ix.get("rope_interleaved"), f"{ip}.rope_interleaved",
                                                 "true: neighbour pairs, false: halves"))
 
 

@@ -14,14 +14,14 @@ def attrs(m, H):
 
 
 def fields(card, i, has, out):
-    from archprobe.validate.build import _need, _rope
+    from archprobe.validate.build import card_rope, need_field
 
     m = card.layers[i].mixer
     p = f"layers.{i}"
-    hd = _need(m.head_dim, f"{p}.mixer.head_dim")
-    out.update(moa_num_experts=_need(m.num_experts, f"{p}.mixer.num_experts"),
-               moa_top_k=_need(m.top_k, f"{p}.mixer.top_k"), moa_head_dim=hd,
-               moa_kv_heads=_need(m.num_kv_heads, f"{p}.mixer.num_kv_heads"), rope=_rope(card, hd, layer=i))
+    hd = need_field(m.head_dim, f"{p}.mixer.head_dim")
+    out.update(moa_num_experts=need_field(m.num_experts, f"{p}.mixer.num_experts"),
+               moa_top_k=need_field(m.top_k, f"{p}.mixer.top_k"), moa_head_dim=hd,
+               moa_kv_heads=need_field(m.num_kv_heads, f"{p}.mixer.num_kv_heads"), rope=card_rope(card, hd, layer=i))
     out["rope_theta"] = out["rope"].theta
 
 

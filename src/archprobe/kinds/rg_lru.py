@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from archprobe.kinds.formulas import mamba2_state
 from archprobe.kinds.spec import CacheContext, Kind
-from archprobe.memory.formulas import mamba2_state
 
 ROLES = {"x": "x", "y": "y", "o": "o", "conv1d": "conv1d", "input_gate": "input_gate",
          "recurrent_gate": "recurrent_gate", "a_param": "a_param"}
@@ -16,7 +16,7 @@ def cache(m, c: CacheContext):
 
 def fields(card, i, has, out):
     """The y branch's activation is the model's hidden activation (Griffin: GeLU)."""
-    from archprobe.validate.build import Unsupported, _need
+    from archprobe.validate.build import Unsupported, need_field
 
     layer = card.layers[i]
     m, f = layer.mixer, layer.ffn
@@ -25,10 +25,10 @@ def fields(card, i, has, out):
     need += [f"mixer.{r}.bias" for r in ("x", "y", "o", "conv1d", "input_gate", "recurrent_gate")]
     if not all(has(r) for r in need):
         raise Unsupported(f"{p}.mixer: an RG-LRU block without {next(r for r in need if not has(r))}")
-    out.update(rg_lru_width=_need(m.conv_dim, f"{p}.mixer.conv_dim"),
-               rg_lru_heads=_need(m.num_heads, f"{p}.mixer.num_heads"),
-               short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"),
-               rg_lru_activation=_need(f.activation, f"{p}.ffn.activation", "the model's hidden activation"))
+    out.update(rg_lru_width=need_field(m.conv_dim, f"{p}.mixer.conv_dim"),
+               rg_lru_heads=need_field(m.num_heads, f"{p}.mixer.num_heads"),
+               short_conv_kernel_size=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+               rg_lru_activation=need_field(f.activation, f"{p}.ffn.activation", "the model's hidden activation"))
 
 
 def build(cfg, kind):

@@ -66,11 +66,11 @@ def detect(mods, H, cfg):
 
 
 def fields(card, i, has, out):
-    from archprobe.validate.build import Unsupported, _need
+    from archprobe.validate.build import Unsupported, need_field
 
     m = card.layers[i].mixer
     p = f"layers.{i}"
-    width = _need(m.num_heads, f"{p}.mixer.num_heads", "the attention width (one head per channel)")
+    width = need_field(m.num_heads, f"{p}.mixer.num_heads", "the attention width (one head per channel)")
     if width != card.hidden_size:
         raise Unsupported(f"{p}.mixer: an RWKV attention width {width} other than the hidden size")
 

@@ -12,14 +12,14 @@ def cache(m, c: CacheContext):
 
 
 def fields(card, i, has, out):
-    from archprobe.validate.build import Unsupported, _need
+    from archprobe.validate.build import Unsupported, need_field
 
     m = card.layers[i].mixer
     p = f"layers.{i}"
     biases = {has(f"mixer.{r}.bias") for r in ("in_proj", "conv1d", "out_proj")}
     if len(biases) > 1:
         raise Unsupported(f"{p}.mixer: biases on some of in_proj / conv1d / out_proj only")
-    out.update(short_conv_kernel_size=_need(m.conv_kernel, f"{p}.mixer.conv_kernel"), short_conv_bias=biases.pop())
+    out.update(short_conv_kernel_size=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"), short_conv_bias=biases.pop())
 
 
 def build(cfg, kind):

@@ -16,8 +16,8 @@ import math
 from archprobe import kinds as registry
 from archprobe.errors import ArchprobeError
 from archprobe.formats.dtypes import TORCH_NAMES
+from archprobe.kinds.formulas import dtype_bytes
 from archprobe.kinds.spec import CacheContext
-from archprobe.memory.formulas import dtype_bytes
 
 SCHEMA = "archprobe.memory/1"
 ENGINES = (None, "vllm", "llamacpp", "reference")

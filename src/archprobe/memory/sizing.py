@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 
+from archprobe.kinds.formulas import dtype_bytes
 from archprobe.memory import layout as lay
 from archprobe.memory.engines import Engine
-from archprobe.memory.formulas import dtype_bytes
 from archprobe.memory.plan import MemoryPlanError, _activations, _model_dtype, _per_layer, card_of, plan_memory
 
 SEARCH_CEILING = 1 << 24

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from archprobe.memory.formulas import dtype_bytes, linear_state
+from archprobe.kinds.formulas import dtype_bytes, linear_state
 from archprobe.memory.plan import _model_dtype, card_of
 
 BATCHES = (1, 8, 64, 512)

@@ -84,14 +84,14 @@ class Blueprint:
     unmapped: list[str]             # checkpoint tensors validate does not load (set aside, unexplained)
 
 
-def _need(value, path: str, what: str = ""):
+def need_field(value, path: str, what: str = ""):
     if value is None:
         raise NeedsField(path, what)
     return value
 
 
 def _norm_kind(norm, path: str, has_weight: bool, has_bias: bool) -> str:
-    kind = _need(getattr(norm, "kind", None), f"{path}.kind", "rms or layer")
+    kind = need_field(getattr(norm, "kind", None), f"{path}.kind", "rms or layer")
     offset = bool(getattr(norm, "offset", False))
     if kind == "rms":
         if not has_weight:
@@ -110,7 +110,7 @@ def _norm_kind(norm, path: str, has_weight: bool, has_bias: bool) -> str:
     raise Unsupported(f"{path}.kind {kind!r}: archprobe.nn knows rms and layer norms")
 
 
-def _rope(card, head_dim: int | None, rope_dim: int | None = None, layer: int | None = None):
+def card_rope(card, head_dim: int | None, rope_dim: int | None = None, layer: int | None = None):
     """The Rope of layer `layer` (its mixer's layer_rope over the model's) for a head of `head_dim` (or
     exactly `rope_dim` channels for MLA). A layer rope naming its own type brings its own scaling."""
     from archprobe.nn.rope import ROPE_TYPES, Rope
@@ -123,7 +123,7 @@ def _rope(card, head_dim: int | None, rope_dim: int | None = None, layer: int | 
         scaled = own if own.type is not None else r
         r = type(r)(factor=scaled.factor, original_max_position=scaled.original_max_position,
                     scaling=scaled.scaling, partial_rotary_factor=scaled.partial_rotary_factor, **merged)
-    theta = _need(r.theta, "rope.theta", "the rotary base; or embed.pos_kind none / layers.N.mixer.rope false "
+    theta = need_field(r.theta, "rope.theta", "the rotary base; or embed.pos_kind none / layers.N.mixer.rope false "
                   "for attention without rope")
     kind = r.type or "default"
     if kind not in ROPE_TYPES:
@@ -154,7 +154,7 @@ def _rope(card, head_dim: int | None, rope_dim: int | None = None, layer: int | 
     return rope
 
 
-def _yarn_mscale(card) -> float:
+def yarn_mscale(card) -> float:
     """DeepSeek's MLA multiplies its softmax scale by mscale(factor, mscale_all_dim)^2 under YaRN."""
     r = card.rope
     params = r.scaling or {}
@@ -165,9 +165,9 @@ def _yarn_mscale(card) -> float:
     return (0.1 * m_all * math.log(factor) + 1.0) ** 2
 
 
-def _head_gate(m, p: str) -> str:
+def head_gate_kind(m, p: str) -> str:
     """A per-head output gate's activation: sigmoid or softplus, from the family (no config key says it)."""
-    act = _need((m.layout or {}).get("head_gate_act"), f"{p}.mixer.layout.head_gate_act",
+    act = need_field((m.layout or {}).get("head_gate_act"), f"{p}.mixer.layout.head_gate_act",
                 "sigmoid or softplus: the per-head output gate's activation")
     if act not in ("sigmoid", "softplus"):
         raise Unsupported(f"{p}.mixer.layout.head_gate_act {act!r}")
@@ -216,7 +216,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
     if fk != "none":
         from archprobe.nn.activations import ACTIVATIONS, LEARNED
 
-        act = _need(f.activation, f"{p}.ffn.activation")
+        act = need_field(f.activation, f"{p}.ffn.activation")
         if act not in ACTIVATIONS:
             raise Unsupported(f"{p}.ffn.activation {act!r} (archprobe.nn knows {', '.join(ACTIVATIONS)})")
         if act in LEARNED and fk != "dense":
@@ -224,21 +224,21 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         if has("ffn.sub_norm") and fk != "dense":
             raise Unsupported(f"{p}.ffn.sub_norm in a routed expert bank")
         out["ffn_sub_norm"] = has("ffn.sub_norm")
-        out.update(hidden_act=act, gated_ffn=_need(f.gated, f"{p}.ffn.gated"),
+        out.update(hidden_act=act, gated_ffn=need_field(f.gated, f"{p}.ffn.gated"),
                    mlp_bias=bool(f.bias) or has("ffn.down.bias") or has("ffn.shared.down.bias"))
         if act == "swiglu_oss" and getattr(f, "glu_limit", None) is not None:
             out["glu_limit"] = f.glu_limit
         if act == "swiglu_oss" and f.glu_alpha not in (None, 1.702):
             raise Unsupported(f"{p}.ffn.glu_alpha {f.glu_alpha} (archprobe.nn's swiglu_oss uses 1.702)")
     if fk == "dense":
-        out["intermediate_size"] = _need(f.width, f"{p}.ffn.width")
+        out["intermediate_size"] = need_field(f.width, f"{p}.ffn.width")
     elif fk in ("moe", "latent_moe"):
         r = f.router
-        score = _need(r.scoring, f"{p}.ffn.router.scoring", "softmax, sigmoid or sparsemixer")
+        score = need_field(r.scoring, f"{p}.ffn.router.scoring", "softmax, sigmoid or sparsemixer")
         if score not in ("softmax", "sigmoid", "sparsemixer"):
             raise Unsupported(f"{p}.ffn.router.scoring {score!r}")
         if score == "sparsemixer":    # PhiMoE: weights come from the band softmax, never renormalised
-            out["moe_sparsemixer_eps"] = _need(r.sparsemixer_eps, f"{p}.ffn.router.sparsemixer_eps")
+            out["moe_sparsemixer_eps"] = need_field(r.sparsemixer_eps, f"{p}.ffn.router.sparsemixer_eps")
         if r.weight_on not in (None, "output", "input"):
             raise Unsupported(f"{p}.ffn.router.weight_on {r.weight_on!r}")
         out["moe_weight_on"] = r.weight_on or "output"
@@ -246,12 +246,12 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
             raise Unsupported(f"{p}.ffn.router.bias_on {r.bias_on!r}")
         out["moe_bias_on_logits"] = r.bias_on == "logits"
         sel = bool(r.selection_bias)
-        out.update(num_experts=_need(f.num_experts, f"{p}.ffn.num_experts"),
-                   num_experts_per_token=_need(f.top_k, f"{p}.ffn.top_k"),
-                   moe_intermediate_size=_need(f.expert_width, f"{p}.ffn.expert_width"),
+        out.update(num_experts=need_field(f.num_experts, f"{p}.ffn.num_experts"),
+                   num_experts_per_token=need_field(f.top_k, f"{p}.ffn.top_k"),
+                   moe_intermediate_size=need_field(f.expert_width, f"{p}.ffn.expert_width"),
                    moe_router_activation_func=score, moe_router_bias=sel,
                    router_logit_bias=has("ffn.router.bias") and not sel,
-                   moe_renormalize=False if score == "sparsemixer" else _need(r.renormalize,
+                   moe_renormalize=False if score == "sparsemixer" else need_field(r.renormalize,
                                                                                f"{p}.ffn.router.renormalize"),
                    routed_scaling_factor=r.scaling if r.scaling is not None else 1.0,
                    n_group=r.n_group or 1, topk_group=r.topk_group or 1,
@@ -262,13 +262,13 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         shared = f.shared   # width: all shared experts together (one MLP of that width)
         width = 0
         if shared is not None and (shared.count or shared.width):
-            width = _need(shared.width, f"{p}.ffn.shared.width")
+            width = need_field(shared.width, f"{p}.ffn.shared.width")
         out.update(shared_expert_width=width, shared_expert_gate=has("ffn.shared_gate"))
         if shared is not None and shared.combine not in (None, "sum", "average"):
             raise Unsupported(f"{p}.ffn.shared.combine {shared.combine!r}")
         out["shared_combine"] = (shared.combine if shared is not None else None) or "sum"
         if fk == "latent_moe":
-            out.update(routed_expert_hidden_size=_need(f.latent_size, f"{p}.ffn.latent_size"),
+            out.update(routed_expert_hidden_size=need_field(f.latent_size, f"{p}.ffn.latent_size"),
                        latent_moe_use_norm=has("ffn.latent_norm"), latent_names=LATENT_NAMES)
     # norms and their placement
     placements = set(layer.norm)
@@ -288,7 +288,7 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
     for placement in out["norm_placements"]:
         norm = layer.norm[placement]
         kinds.add(_norm_kind(norm, f"{p}.norm.{placement}", has(f"norm.{placement}"), has(f"norm.{placement}.bias")))
-        eps.add(_need(norm.eps, f"{p}.norm.{placement}.eps"))
+        eps.add(need_field(norm.eps, f"{p}.norm.{placement}.eps"))
     if len(kinds) > 1 or len(eps) > 1:
         raise Unsupported(f"{p}.norm: different norm kinds or eps in one layer ({sorted(kinds)}, {sorted(eps)})")
     if kinds:
@@ -343,8 +343,8 @@ def config_fields(card, n_run: int | None = None) -> dict:
     n = len(card.layers)
     if not n:
         raise NeedsField("layers", "the card has no layers")
-    hidden = _need(card.hidden_size, "hidden_size")
-    vocab = _need(card.vocab_size, "vocab_size")
+    hidden = need_field(card.hidden_size, "hidden_size")
+    vocab = need_field(card.vocab_size, "vocab_size")
     n_run = n if n_run is None else n_run
     per = [_layer_fields(card, i, _expanded_roles(roles, i)) for i in range(n_run)]
     per += [{"mixer": "none", "ffn": "none"} for _ in range(n - n_run)]
@@ -361,7 +361,7 @@ def config_fields(card, n_run: int | None = None) -> dict:
     final_norm = fn is not None and fn.kind is not None
     if final_norm:
         final_kind = _norm_kind(fn, "final_norm", "final_norm" in roles, "final_norm.bias" in roles)
-        final_eps = _need(fn.eps, "final_norm.eps")
+        final_eps = need_field(fn.eps, "final_norm.eps")
         if base.get("norm_style", final_kind) != final_kind or base.get("rms_norm_eps", final_eps) != final_eps:
             raise Unsupported(f"final_norm ({final_kind}, eps {final_eps}) differs from the layers' norms")
         base.setdefault("norm_style", final_kind)
@@ -384,7 +384,7 @@ def config_fields(card, n_run: int | None = None) -> dict:
     if learned:
         cfg_fields["learned_positions"] = learned
     if pos == "sinusoidal":
-        cfg_fields["sinusoidal_positions"] = _need(embed.sinusoid, "embed.sinusoid", "vaswani or tensor2tensor")
+        cfg_fields["sinusoidal_positions"] = need_field(embed.sinusoid, "embed.sinusoid", "vaswani or tensor2tensor")
     if "embed_proj" in roles or "head_proj" in roles:
         cfg_fields["embed_dim"] = -1   # the embedding's own width, read off the stored table by the loader
     # MXFP4 experts (compressed-tensors `weight_packed` U8 without `weight_shape`) stay packed in memory and
