@@ -20,7 +20,7 @@ from archprobe.diff.compare import add_weight_sections
 from archprobe.diff.data import open_weights
 from archprobe.diff.forward import forward_diff
 from archprobe.diff.headers import diff_sources
-from tests.diff.test_diff_data import quantized, rewrite, tiny_llama
+from tests.support.diff_pairs import quantized, rewrite, tiny_llama
 
 IDS = [int(x) for x in np.random.default_rng(5).integers(3, 256, 40)]
 
