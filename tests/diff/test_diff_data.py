@@ -178,3 +178,26 @@ def test_an_fp8_block_scaled_twin_is_dequantized_before_the_comparison(base, tmp
         a, b = want[row["a"]]
         assert row["rel_error"] == pytest.approx(float((b - a).norm() / a.norm()), rel=1e-5), row["a"]
         assert 1e-3 < row["rel_error"] < 0.1
+
+
+def test_hf_against_a_quantized_gguf_twin_with_a_planted_bad_layer(tmp_path):
+    """Every role meets its GGUF name (q/k rows un-permuted); Q8_0 everywhere but layer 2 in Q4_0: layer 2.
+    (The gguf package quantizes the legacy types only; k-quant dequantization is checked in test_gguf_dequant.)"""
+    from gguf import GGMLQuantizationType as Q
+    from gguf.quants import dequantize, quantize
+
+    from tests.support.diff_pairs import gguf_twin
+
+    a = tiny_llama(tmp_path / "hf", layers=4, hidden=128, inter=256)
+    g = gguf_twin(a, tmp_path / "twin.gguf", lambda i, name: Q.Q4_0 if i == 2 else Q.Q8_0)
+    d = data_diff(open_weights(a), open_weights(g))
+    assert not d["only_a"] and not d["only_b"] and not d["skipped"]
+    assert d["compared"] == 3 + 4 * 9 and d["differing"] == 4 * 7
+    assert d["flagged_layers"] == ["2"] and d["worst_layer"] == "2"
+    # q rows back in HF order: its error is Q8_0's, not a permutation's (that would be ~1.4)
+    rows = {r["role"]: r for r in d["tensors"]["items"]}
+    assert rows["layers.0.mixer.q"]["rel_error"] < 0.01 and rows["layers.0.mixer.q"]["cosine"] > 0.9999
+    w = load_file(f"{a}/model.safetensors")["model.layers.2.mlp.down_proj.weight"].numpy()
+    b = dequantize(quantize(w, Q.Q4_0), Q.Q4_0).reshape(w.shape).astype(np.float64)
+    want = np.linalg.norm(b - w) / np.linalg.norm(w)
+    assert rows["layers.2.ffn.down"]["rel_error"] == pytest.approx(want, rel=1e-5)
