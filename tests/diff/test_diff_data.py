@@ -201,3 +201,20 @@ def test_hf_against_a_quantized_gguf_twin_with_a_planted_bad_layer(tmp_path):
     b = dequantize(quantize(w, Q.Q4_0), Q.Q4_0).reshape(w.shape).astype(np.float64)
     want = np.linalg.norm(b - w) / np.linalg.norm(w)
     assert rows["layers.2.ffn.down"]["rel_error"] == pytest.approx(want, rel=1e-5)
+
+
+def test_a_nan_in_b_is_the_worst_difference_and_its_layer_is_flagged(base, tmp_path):
+    target = "model.layers.3.self_attn.v_proj.weight"
+
+    def change(n, t):
+        if n == target:
+            t = t.clone()
+            t[0, 0] = float("nan")
+        return t * 1.001 if n == "model.layers.0.mlp.up_proj.weight" else t
+
+    d = data_diff(open_weights(base), open_weights(rewrite(base, tmp_path / "nan", change)))
+    assert [r["a"] for r in d["tensors"]["items"]] == [target, "model.layers.0.mlp.up_proj.weight"]
+    assert d["tensors"]["items"][0]["nonfinite"] == 1 and d["tensors"]["items"][1]["nonfinite"] == 0
+    assert "3" in d["flagged_layers"] and d["worst_layer"] == "3"
+    r = CliRunner().invoke(app, ["diff", base, str(tmp_path / "nan"), "--data", "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["non_finite"]      # strict JSON: NaN written as null
