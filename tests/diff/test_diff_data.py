@@ -21,41 +21,10 @@ from archprobe.cli.main import app
 from archprobe.diff.compare import add_weight_sections
 from archprobe.diff.data import data_diff, open_weights
 from archprobe.diff.headers import diff_sources
+from tests.support.diff_pairs import quantized, rewrite, tiny_llama
 
 MB = 2**20
 SLACK = 16 * MB
-
-
-def tiny_llama(folder, layers=4, hidden=64, inter=128, seed=0):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=256, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    model = LlamaForCausalLM(cfg)
-    with torch.no_grad():   # norms away from exactly 1 so they carry data too
-        for n, p in model.named_parameters():
-            if n.endswith("norm.weight"):
-                p.add_(0.1 * torch.randn_like(p))
-    model.save_pretrained(str(folder))
-    return str(folder)
-
-
-def rewrite(src, dst, change):
-    """A copy of folder `src` at `dst` whose tensors went through `change(name, tensor) -> tensor`."""
-    shutil.copytree(src, dst)
-    path = f"{dst}/model.safetensors"
-    tensors = load_file(path)
-    save_file({n: change(n, t).contiguous() for n, t in tensors.items()}, path, metadata={"format": "pt"})
-    return str(dst)
-
-
-def quantized(t: torch.Tensor, qtype) -> torch.Tensor:
-    """t rounded through a GGUF type by the gguf package (its own quantize and dequantize)."""
-    from gguf.quants import dequantize, quantize
-
-    q = quantize(t.numpy().astype(np.float32), qtype)
-    return torch.from_numpy(dequantize(q, qtype).reshape(t.shape).astype(np.float32))
 
 
 @pytest.fixture(scope="module")
@@ -209,3 +178,43 @@ def test_an_fp8_block_scaled_twin_is_dequantized_before_the_comparison(base, tmp
         a, b = want[row["a"]]
         assert row["rel_error"] == pytest.approx(float((b - a).norm() / a.norm()), rel=1e-5), row["a"]
         assert 1e-3 < row["rel_error"] < 0.1
+
+
+def test_hf_against_a_quantized_gguf_twin_with_a_planted_bad_layer(tmp_path):
+    """Every role meets its GGUF name (q/k rows un-permuted); Q8_0 everywhere but layer 2 in Q4_0: layer 2.
+    (The gguf package quantizes the legacy types only; k-quant dequantization is checked in test_gguf_dequant.)"""
+    from gguf import GGMLQuantizationType as Q
+    from gguf.quants import dequantize, quantize
+
+    from tests.support.diff_pairs import gguf_twin
+
+    a = tiny_llama(tmp_path / "hf", layers=4, hidden=128, inter=256)
+    g = gguf_twin(a, tmp_path / "twin.gguf", lambda i, name: Q.Q4_0 if i == 2 else Q.Q8_0)
+    d = data_diff(open_weights(a), open_weights(g))
+    assert not d["only_a"] and not d["only_b"] and not d["skipped"]
+    assert d["compared"] == 3 + 4 * 9 and d["differing"] == 4 * 7
+    assert d["flagged_layers"] == ["2"] and d["worst_layer"] == "2"
+    # q rows back in HF order: its error is Q8_0's, not a permutation's (that would be ~1.4)
+    rows = {r["role"]: r for r in d["tensors"]["items"]}
+    assert rows["layers.0.mixer.q"]["rel_error"] < 0.01 and rows["layers.0.mixer.q"]["cosine"] > 0.9999
+    w = load_file(f"{a}/model.safetensors")["model.layers.2.mlp.down_proj.weight"].numpy()
+    b = dequantize(quantize(w, Q.Q4_0), Q.Q4_0).reshape(w.shape).astype(np.float64)
+    want = np.linalg.norm(b - w) / np.linalg.norm(w)
+    assert rows["layers.2.ffn.down"]["rel_error"] == pytest.approx(want, rel=1e-5)
+
+
+def test_a_nan_in_b_is_the_worst_difference_and_its_layer_is_flagged(base, tmp_path):
+    target = "model.layers.3.self_attn.v_proj.weight"
+
+    def change(n, t):
+        if n == target:
+            t = t.clone()
+            t[0, 0] = float("nan")
+        return t * 1.001 if n == "model.layers.0.mlp.up_proj.weight" else t
+
+    d = data_diff(open_weights(base), open_weights(rewrite(base, tmp_path / "nan", change)))
+    assert [r["a"] for r in d["tensors"]["items"]] == [target, "model.layers.0.mlp.up_proj.weight"]
+    assert d["tensors"]["items"][0]["nonfinite"] == 1 and d["tensors"]["items"][1]["nonfinite"] == 0
+    assert "3" in d["flagged_layers"] and d["worst_layer"] == "3"
+    r = CliRunner().invoke(app, ["diff", base, str(tmp_path / "nan"), "--data", "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["non_finite"]      # strict JSON: NaN written as null

@@ -20,7 +20,7 @@ from archprobe.diff.compare import add_weight_sections
 from archprobe.diff.data import open_weights
 from archprobe.diff.forward import forward_diff
 from archprobe.diff.headers import diff_sources
-from tests.diff.test_diff_data import quantized, rewrite, tiny_llama
+from tests.support.diff_pairs import quantized, rewrite, tiny_llama
 
 IDS = [int(x) for x in np.random.default_rng(5).integers(3, 256, 40)]
 
@@ -148,3 +148,29 @@ def test_a_side_that_cannot_run_is_reported_not_raised(tmp_path):
     assert "rope.theta" in fwd["errors"]["a"] and "b" not in fwd["errors"]
     assert fwd["logits"] == {"error": "not every layer ran on A"}
     assert all(not r["compared"] and r["why"] == "only B has it" for r in fwd["layers"])
+
+
+def _word_tokenizer(folder, words: list[str]) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({w: i + 3 for i, w in enumerate(words)} | {"[UNK]": 0}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(f"{folder}/tokenizer.json")
+
+
+def test_prompt_text_is_tokenized_by_a_and_checked_against_b(pair, tmp_path):
+    import shutil
+
+    a, b = (str(shutil.copytree(p, tmp_path / name)) for p, name in zip(pair, ("a", "b"), strict=True))
+    words = ["the", "cat", "sat", "on", "mat"]
+    _word_tokenizer(a, words)
+    _word_tokenizer(b, words)
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("the cat sat\n\non the mat")
+    r = CliRunner().invoke(app, ["diff", a, b, "--forward", "--prompt-file", str(prompt), "--json"])
+    assert r.exit_code == 0, r.output
+    fwd = json.loads(r.stdout)["forward"]
+    assert fwd["tokens"] == 6 and fwd["prompt"] == {"source": "A's tokenizer", "tokenizers_agree": True}
+    _word_tokenizer(b, list(reversed(words)))          # B numbers the same words otherwise
+    r = CliRunner().invoke(app, ["diff", a, b, "--forward", "--prompt", "the cat sat", "--json"])
+    assert json.loads(r.stdout)["forward"]["prompt"]["tokenizers_agree"] is False

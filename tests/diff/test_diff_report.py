@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from archprobe.cli.main import app
-from tests.diff.test_diff_data import rewrite, tiny_llama
+from tests.support.diff_pairs import rewrite, tiny_llama
 
 
 def test_report_diff_page_has_the_error_strip_and_the_logit_figures(tmp_path):

@@ -55,7 +55,8 @@ def diff(a: SideA, b: SideB, json_out: JsonOpt = False, no_progress: NoProgressO
     if data or forward:
         from archprobe.diff.compare import add_weight_sections
 
-        add_weight_sections(doc, a, b, data=data, forward=forward, prompt=text, ids=ids, limit=limit)
+        add_weight_sections(doc, a, b, data=data, forward=forward, prompt=text, ids=ids, limit=limit,
+                            progress=_tensor_progress(not no_progress and not json_out))
     if json_out:
         print_json(doc)
     else:
@@ -80,3 +81,15 @@ def _forward_input(forward: bool, prompt: str | None, prompt_file: str | None, p
 
         prompt = read_prompt_file(prompt_file)
     return (options.token_ids(prompt_ids) if prompt_ids else None), prompt
+
+
+def _tensor_progress(wanted: bool):
+    """A transient bar over --data's tensor pairs on a terminal's stderr; None otherwise."""
+    import sys
+
+    if not wanted or not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+    from rich.progress import track
+
+    return lambda roles: track(roles, description="tensors", console=Console(stderr=True), transient=True)

@@ -79,7 +79,7 @@ class Sums:
     """Running sums for the four statistics over any number of (A, B) slices."""
 
     def __init__(self):
-        self.n = self.outliers = 0
+        self.n = self.outliers = self.nonfinite = 0
         self.aa = self.bb = self.ab = self.dd = self.max_err = 0.0
 
     def add(self, a: torch.Tensor, b: torch.Tensor, threshold: float) -> None:
@@ -95,13 +95,14 @@ class Sums:
         if d.numel():
             self.max_err = max(self.max_err, float(d.max()))
         self.outliers += int((d > threshold).sum())
+        self.nonfinite += int((~torch.isfinite(d)).sum())   # NaN or inf on either side
 
     def stats(self) -> dict:
         rel = (self.dd / self.aa) ** 0.5 if self.aa > 0 else (0.0 if self.dd == 0 else float("inf"))
         denom = (self.aa * self.bb) ** 0.5
         cos = self.ab / denom if denom > 0 else (1.0 if self.aa == self.bb == 0 else 0.0)
         return {"rel_error": rel, "max_error": self.max_err, "cosine": cos,
-                "outlier_share": self.outliers / self.n if self.n else 0.0}
+                "outlier_share": self.outliers / self.n if self.n else 0.0, "nonfinite": self.nonfinite}
 
 
 def tensor_sums(a: torch.Tensor, b: torch.Tensor) -> Sums:
@@ -151,8 +152,8 @@ def data_diff(a: Weights, b: Weights, limit: int = 200, progress=None) -> dict:
     for row in layers:
         row["flagged"] = row["layer"] in flagged
     differing = [r for r in rows if not r["identical"]]
-    differing.sort(key=lambda r: -r["rel_error"])
-    worst = max((r for r in layers if r["layer"] != "model"), key=lambda r: r["rel_error"], default=None)
+    differing.sort(key=lambda r: -_ordered(r["rel_error"]))
+    worst = max((r for r in layers if r["layer"] != "model"), key=lambda r: _ordered(r["rel_error"]), default=None)
     return {
         "compared": len(rows), "identical": len(rows) - len(differing), "differing": len(differing),
         "only_a": sorted(r for r in a.roles if r not in b.roles)[:limit],
@@ -161,7 +162,7 @@ def data_diff(a: Weights, b: Weights, limit: int = 200, progress=None) -> dict:
         "tensors": {"total": len(differing), "items": differing[:limit], "left_out": max(0, len(differing) - limit)},
         "layers": layers,
         "flagged_layers": [r["layer"] for r in layers if r["flagged"]],
-        "worst_layer": worst["layer"] if worst and worst["rel_error"] > 0 else None,
+        "worst_layer": worst["layer"] if worst and _ordered(worst["rel_error"]) > 0 else None,
     }
 
 
@@ -171,7 +172,8 @@ def layer_stats(layer: str, tensors: list[tuple[Sums, dict]]) -> dict:
     return {"layer": layer, "tensors": len(tensors), "rel_error": sum(rels) / len(rels),
             "max_rel_error": max(rels), "max_error": max(row["max_error"] for _, row in tensors),
             "cosine": min(row["cosine"] for _, row in tensors),
-            "outlier_share": sum(s.outliers for s, _ in tensors) / n if n else 0.0}
+            "outlier_share": sum(s.outliers for s, _ in tensors) / n if n else 0.0,
+            "nonfinite": sum(s.nonfinite for s, _ in tensors)}
 
 
 def _layer_key(k: str):
@@ -180,10 +182,16 @@ def _layer_key(k: str):
 
 def flag_layers(layers: list[dict]) -> set[str]:
     """Decoder layers whose relative error is above zero and FLAG_FACTOR x the median decoder layer's."""
-    rels = sorted(r["rel_error"] for r in layers if r["layer"] != "model")
+    rels = sorted(_ordered(r["rel_error"]) for r in layers if r["layer"] != "model")
     if not rels:
         return set()
     mid = len(rels) // 2
     median = rels[mid] if len(rels) % 2 else 0.5 * (rels[mid - 1] + rels[mid])
     return {r["layer"] for r in layers
-            if r["layer"] != "model" and r["rel_error"] > 0 and r["rel_error"] > FLAG_FACTOR * median}
+            if r["layer"] != "model" and _ordered(r["rel_error"]) > 0
+            and _ordered(r["rel_error"]) > FLAG_FACTOR * median}
+
+
+def _ordered(v: float) -> float:
+    """NaN (a non-finite entry on one side) orders as the largest error, never as none."""
+    return float("inf") if v != v else v
