@@ -179,3 +179,14 @@ def test_latent_router_needs_no_recomputation():
     rec = _record(HybridDecoder(variant("latent_routing")).eval())
     assert rec.routing and all(not r["other_space"]["available"] and "same choices" in r["other_space"]["why"]
                                for r in rec.routing)
+
+
+def test_latent_with_nan_is_not_rerouted():
+    torch.manual_seed(0)
+    model = HybridDecoder(tiny_k3(num_hidden_layers=2)).eval()
+    with torch.no_grad():
+        model.layers[0].self_attn.o_proj.weight[0, 0] = float("nan")
+    rec = _record(model)
+    assert rec.routing and all(r["nonfinite_tokens"] > 0 for r in rec.routing)
+    assert all(r["other_space"] == {"available": False, "why": "the latent holds NaN/Inf"} for r in rec.routing
+               if r["routing_space"] == "hidden")
