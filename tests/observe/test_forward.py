@@ -179,3 +179,30 @@ def test_latent_router_needs_no_recomputation():
     rec = _record(HybridDecoder(variant("latent_routing")).eval())
     assert rec.routing and all(not r["other_space"]["available"] and "same choices" in r["other_space"]["why"]
                                for r in rec.routing)
+
+
+def test_latent_with_nan_is_not_rerouted():
+    torch.manual_seed(0)
+    model = HybridDecoder(tiny_k3(num_hidden_layers=2)).eval()
+    with torch.no_grad():
+        model.layers[0].self_attn.o_proj.weight[0, 0] = float("nan")
+    rec = _record(model)
+    assert rec.routing and all(r["nonfinite_tokens"] > 0 for r in rec.routing)
+    assert all(r["other_space"] == {"available": False, "why": "the latent holds NaN/Inf"} for r in rec.routing
+               if r["routing_space"] == "hidden")
+
+
+def test_mla_spectrum_of_a_rank_r_up_projection():
+    """kv_b_proj built from r orthonormal directions with equal singular values: 99% of the energy needs
+    exactly r of them and the effective rank is r."""
+    from archprobe.observe.horizons import spectrum
+
+    g = torch.Generator().manual_seed(0)
+    out, rank, r = 96, 24, 5
+    u = torch.linalg.qr(torch.randn(out, r, generator=g)).Q
+    v = torch.linalg.qr(torch.randn(rank, r, generator=g)).Q
+    s = spectrum(u @ v.T)
+    assert s["rank"] == rank and s["rank_99"] == r
+    assert s["effective_rank"] == pytest.approx(r, rel=1e-4)
+    full = spectrum(torch.linalg.qr(torch.randn(out, rank, generator=g)).Q)
+    assert full["rank_99"] == rank and full["effective_rank"] == pytest.approx(rank, rel=1e-4)

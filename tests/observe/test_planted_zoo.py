@@ -194,3 +194,18 @@ def test_scan_riding_the_forward_equals_the_scan_alone(zoo_root):
     assert rode.pop("read_during_forward") == rode["tensors"] > 0
     assert alone.pop("read_during_forward") == 0
     assert rode == alone
+
+
+@pytest.mark.parametrize("name", ["mixtral", "kimi_linear"])
+def test_nan_in_the_first_layer_keeps_the_forward_going(name, zoo_root, tmp_path):
+    """A NaN early poisons every later activation: observe still finishes, names the tensor and the first
+    layer whose output is not finite, and reports no routing finding computed from NaN scores."""
+    src = _build(name, zoo_root)
+    card = _card(src)
+    at = card.tensors["layers.0.mixer.o"]
+    planted = _copy(src, tmp_path / "nan0")
+    _edit(planted, lambda state: state[at].view(-1)[:8].fill_(float("nan")))
+    doc = observe(str(planted))
+    assert doc["weights"]["nonfinite"] == [{"tensor": at, "count": 8}]
+    assert any(m.startswith("non-finite layer outputs from layer 0") for m in doc["warnings"])
+    assert not any("never selected" in m or "is chosen by" in m for m in doc["warnings"]), doc["warnings"]

@@ -39,6 +39,8 @@ def findings(doc: dict) -> list[dict]:
         add("warning", f"layer {d['layer']}: expert {d['expert']} is a bit-identical copy of expert {d['copy_of']} "
                        f"({d['tensors']} tensors)")
     for r in doc.get("routing", []):
+        if r.get("nonfinite_tokens"):     # the layer's input is already NaN/Inf: its choices mean nothing
+            continue
         if r["dead"]:
             add("warning", f"layer {r['layer']}: experts never selected on {r['tokens']} tokens: "
                            + _names([str(e) for e in r["dead"]], 8))

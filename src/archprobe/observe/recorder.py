@@ -238,6 +238,9 @@ class Recorder:
                 if "r_in" in seen else None
             stats = routing.routing_stats(experts, module.num_experts, self.starts, reach=reach)
             stats = {"layer": i, **stats, "routing_space": module.routing_space if module.latent_size else "hidden"}
+            if "r_in" in seen:     # choices made from NaN scores say nothing about the router
+                r_in = seen["r_in"]
+                stats["nonfinite_tokens"] = int((~torch.isfinite(r_in.reshape(-1, r_in.shape[-1])).all(-1)).sum())
             for key in ("routed_norm", "shared_norm"):
                 if key in seen:
                     stats[key] = seen[key]
@@ -273,6 +276,8 @@ class Recorder:
         z = seen.get("z")
         if z is None:
             return {"available": False, "why": "the latent was not seen"}
+        if not bool(torch.isfinite(z).all()):
+            return {"available": False, "why": "the latent holds NaN/Inf"}
         down = getattr(moe, moe.latent_names[0]).weight.float()            # D [L, H]
         x_kept = torch.linalg.lstsq(down, z.float().reshape(-1, z.shape[-1]).T).solution.T   # D^+ z [N, H]
         _, experts = moe.route(x_kept.to(seen["x"].dtype))

@@ -5,10 +5,10 @@ of one text, the top-1 repeat rate (both tokens' first choice is the same expert
 rate (the two tokens' top-k sets share at least one expert), each beside what a uniform random router
 gives: 1/E and 1 - C(E-k, k) / C(E, k). `switch_rate` is the share of pairs whose whole set changes.
 Distinct experts per block of tokens is what an engine must read for that block. An expert with no
-selection is called dead when the router never even ranked it among the 2k best on any token (its
-selection scores, bias included, are known: `reachable`), or, without scores, when a uniform router would
-have selected every expert on this many tokens with near certainty; otherwise it is listed as unselected
-(a random-weight router on a short sample leaves some experts out without any being dead).
+selection is called dead when the router could not have picked it (its selection scores, bias included,
+trail the k-th best by more than their ordinary spread on every token: `reachable`), or, without scores,
+when a uniform router would have selected every expert on this many tokens with near certainty; otherwise
+it is listed as unselected (a random-weight router on a short sample leaves some experts out, none dead).
 """
 
 from __future__ import annotations
@@ -42,12 +42,24 @@ def _pairs(n: int, starts) -> torch.Tensor:
 
 
 def reachable(scores_NE: torch.Tensor, top_k: int) -> list[bool]:
-    """Per expert: ranked among the min(E - 1, 2k) best selection scores on at least one token."""
-    E = scores_NE.shape[-1]
-    near = scores_NE.float().topk(max(top_k, min(E - 1, 2 * top_k)), dim=-1).indices
+    """Per expert: could the router have picked it on this sample? It could unless, on every token, it
+    ranks below the min(E - 1, 2k) best selection scores AND trails the k-th best score by more than the
+    ordinary spread of that token's scores (best minus median, its largest value over the sample): an
+    expert kept out by a margin the other experts' scores never span, as a large negative selection bias
+    or a router row pointing away from every input does. A random router's unlucky expert is close on
+    some token and stays merely unselected."""
+    s = scores_NE.float().reshape(-1, scores_NE.shape[-1])
+    s = s[torch.isfinite(s).all(-1)]
+    N, E = s.shape
+    if not N:
+        return [True] * E
+    near = s.topk(max(top_k, min(E - 1, 2 * top_k)), dim=-1).indices
     hit = torch.zeros(E, dtype=torch.bool)
     hit[near.flatten()] = True
-    return hit.tolist()
+    kth = s.topk(top_k, dim=-1).values[:, -1:]
+    spread = float((s.max(-1).values - s.median(-1).values).max())
+    close = ((kth - s) <= spread).any(0)
+    return (hit | close).tolist()
 
 
 def routing_stats(experts_NK: torch.Tensor, num_experts: int, starts=(0,), block: int = BLOCK,

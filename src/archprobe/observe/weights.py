@@ -24,7 +24,7 @@ import torch
 OUTLIER_FACTOR = 50.0    # max |x| over the siblings' median max |x| that makes a tensor an outlier
 MIN_SIBLINGS = 2         # siblings (other than the tensor itself) needed for a median to mean something
 WITHIN_FACTOR = 1000.0   # without siblings: max |x| over the tensor's own median |x| that makes an outlier
-MEDIAN_SAMPLE = 1 << 16  # values the median |x| is estimated from
+MEDIAN_SAMPLE = 1 << 14  # values the median |x| is estimated from
 CHUNK = 1 << 22          # elements converted to float32 at a time: a huge embedding never doubles in RAM
 _INDEX = re.compile(r"(?<=\.)\d+(?=\.)|(?<=\.)\d+$")
 
@@ -73,11 +73,13 @@ def _digest(t: torch.Tensor) -> str:
     return h.hexdigest()
 
 
-def _median_abs(flat: torch.Tensor) -> float | None:
-    """The median |x| of the finite values, from an even stride of at most MEDIAN_SAMPLE of them."""
+def _median_abs(flat: torch.Tensor, finite: bool) -> float | None:
+    """The median |x| of the finite values, from an even stride of at most MEDIAN_SAMPLE of them (the
+    finiteness mask, slow on large samples, only where the tensor holds NaN/Inf)."""
     step = max(1, flat.numel() // MEDIAN_SAMPLE)
     f = flat[::step].float().abs()
-    f = f[torch.isfinite(f)]
+    if not finite:
+        f = f[torch.isfinite(f)]
     return float(f.median()) if f.numel() else None
 
 
@@ -113,7 +115,7 @@ def tensor_stats(name: str, t: torch.Tensor, fused_experts: bool = False) -> Ten
         experts = [_digest(t[e]) for e in range(t.shape[0])]
     return TensorStats(name, tuple(t.shape), str(t.dtype).removeprefix("torch."), flat.numel(), rms,
                        mx if is_float else None, bad, not nonzero, not varies, h.hexdigest(), experts,
-                       _median_abs(flat) if is_float and flat.numel() else None)
+                       _median_abs(flat, bad == 0) if is_float and flat.numel() else None)
 
 
 def expand_names(reader) -> list[str]:
