@@ -210,11 +210,11 @@ def _set(card: Card, path: str, value, origin: str) -> None:
 
 
 MUP_KEYS = ("attention_in_multiplier", "attention_out_multiplier", "ssm_in_multiplier", "ssm_out_multiplier",
-            "key_multiplier", "lm_head_multiplier", "mlp_multipliers", "ssm_multipliers")
+            "key_multiplier", "mlp_multipliers", "ssm_multipliers")
 
 
 def _mup_multipliers(cfg: ConfigView) -> dict:
-    """Falcon-H1's muP multipliers that are not 1 (archprobe.nn runs them all as 1: validate refuses others)."""
+    """Falcon-H1's muP multipliers that are not 1 (validate folds them into the weights they scale)."""
     out = {}
     for key in MUP_KEYS:
         v = cfg.get(key)
@@ -259,6 +259,8 @@ def _scales(card: Card, cfg: ConfigView) -> None:
     if cfg.get("scale_embedding") is True and H:          # BioGPT, XGLM, M2M100: embed_scale = sqrt(H)
         _set(card, "embed.scale", math.sqrt(H), "config:scale_embedding")
     logit, where = num("logit_scale")          # Cohere: logits * logit_scale
+    if logit is None:
+        logit, where = num("lm_head_multiplier")    # Falcon-H1: logits * lm_head_multiplier
     _set(card, "head.scale", logit, f"config:{where}")
     div, where = num("logits_scaling")         # Granite: logits / logits_scaling
     if div:
