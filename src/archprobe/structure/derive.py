@@ -21,7 +21,7 @@ from archprobe.structure.config import ConfigError, ConfigView
 from archprobe.structure.modules import Module, group_modules, words
 from archprobe.structure.norm_convention import plain_gain_source
 from archprobe.structure.positions import derive_positions
-from archprobe.structure.sliding import layer_windows
+from archprobe.structure.sliding import layer_windows, listed_windows
 from archprobe.structure.tensors import TensorTable, build_table
 
 GROUP_SCORES = {"group_limited_greedy": "max", "noaux_tc": "top2_sum"}   # DeepSeek's topk_method -> group score
@@ -333,7 +333,10 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     n_group, g_where = cfg.first_int_at("n_group", "num_expert_group")
     topk_group, tg_where = cfg.first_int_at("topk_group")
     n_shared, sh_where = cfg.first_int_at("n_shared_experts", "num_shared_experts", "shared_expert_count")
-    window, w_where = cfg.first_int_at("sliding_window", "attention_window_size")
+    listed, l_where = cfg.lookup("sliding_window")
+    listed = listed if isinstance(listed, list) else None
+    window, w_where = cfg.first_int_at("attention_window_size") if listed else cfg.first_int_at(
+        "sliding_window", "attention_window_size")
     types = cfg.get("layer_types")
     if not isinstance(types, list) and isinstance(cfg.get("attention_layers"), list):   # GPT-Neo: global / local
         types = cfg.get("attention_layers")
@@ -341,10 +344,17 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             window, w_where = cfg.first_int_at("window_size")
     attn_cap, ac_where = cfg.first_float_at("attn_logit_softcapping")
     gate_lb = cfg.first_float("gate_lower_bound")
-    windows = layer_windows(cfg, len(card.layers), window, w_where, types)
+    if listed is not None:
+        windows = listed_windows(cfg, len(card.layers), listed, l_where)
+    else:
+        windows = layer_windows(cfg, len(card.layers), window, w_where, types)
     assumed = [i for i, w in enumerate(windows) if w and w[1] == "assumed"
                and card.layers[i].mixer.kind in ("gqa", "mha", "mqa", "mla", "lowrank_kv")]
-    if assumed:
+    if assumed and listed is not None:
+        card.warnings.append(f"assumed: {l_where} lists {len(listed)} windows for {len(card.layers)} layers, "
+                             f"repeated over the layers (vLLM's interleaved reading): layer i takes entry "
+                             f"i mod {len(listed)}")
+    elif assumed:
         card.warnings.append(f"assumed: sliding_window {window} on all {len(assumed)} attention layers "
                              f"(model_type {cfg.model_type!r} has no family row and no layer_types or "
                              "use_sliding_window key; transformers' generic reading)")

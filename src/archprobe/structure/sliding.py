@@ -16,9 +16,15 @@ starcoder2, mixtral, gemma2/3, minimax read in transformers 5.x):
   None)`). Where no config key but the window itself says so and the family has no row, that is a guess: origin
   `assumed`.
 A family whose config carries the key and whose modeling file never reads it is a `sliding_ignored` row.
+
+`sliding_window` as a list is a window per layer (null or 0: full attention there), as vLLM reads it; one
+shorter than the model repeats over the layers (layer i takes entry i mod its length, vLLM's interleaved
+reading of Ministral's `[w, w, w, full]`): a guess, origin `assumed`.
 """
 
 from __future__ import annotations
+
+from archprobe.structure.config import ConfigError
 
 SLIDING_KINDS = ("sliding", "chunked", "local")
 
@@ -41,3 +47,18 @@ def layer_windows(cfg, n_layers: int, window: int | None, w_where: str | None, t
         return [(window, "config:max_window_layers") if i >= first else None for i in range(n_layers)]
     origin = "config:use_sliding_window" if use is True else "assumed"
     return [(window, origin)] * n_layers
+
+
+def listed_windows(cfg, n_layers: int, values: list, where: str) -> list[tuple[int, str] | None]:
+    """Per layer (window, origin) from a `sliding_window` list (see the module docstring)."""
+    none: list[tuple[int, str] | None] = [None] * n_layers
+    if not values or len(values) > n_layers or n_layers % len(values):
+        raise ConfigError(f"config.json: {where} lists {len(values)} windows for {n_layers} layers (give one per "
+                          "layer, or a pattern whose length divides the layer count)")
+    for v in values:
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 2**40):
+            raise ConfigError(f"config.json: {where} holds {str(v)[:40]!r}, not a window size or null")
+    if cfg.default("sliding_ignored") or cfg.get("use_sliding_window") is False:
+        return none
+    origin = f"config:{where}" if len(values) == n_layers else "assumed"
+    return [(values[i % len(values)], origin) if values[i % len(values)] else None for i in range(n_layers)]
