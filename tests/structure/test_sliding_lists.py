@@ -52,6 +52,7 @@ def test_a_list_that_does_not_fit_is_one_line_naming_the_key(tmp_path, windows):
 
 @pytest.mark.needs_transformers
 def test_validate_runs_each_layer_with_its_listed_window(tmp_path):
+    ckpt = tmp_path / "ckpt"
     """A qwen2 model whose layer_types slide on layer 0 only (transformers honours them) and the same weights
     with that schedule written as `sliding_window: [4, null]`: our logits equal transformers' on a prompt
     longer than the window (full attention gives other logits: the window was applied)."""
@@ -72,20 +73,21 @@ def test_validate_runs_each_layer_with_its_listed_window(tmp_path):
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(
         "qwen2", layer_types=["sliding_attention", "full_attention"], **kw)).eval()
     perturb_parameters(model)
-    model.save_pretrained(tmp_path)
+    model.save_pretrained(ckpt)
     with torch.no_grad():
         want = model(torch.tensor([prompt])).logits[0]
-    config = json.loads((tmp_path / "config.json").read_text())
+    config = json.loads((ckpt / "config.json").read_text())
     config.pop("layer_types")
     config["sliding_window"] = [4, None]
-    (tmp_path / "config.json").write_text(json.dumps(config))
+    (ckpt / "config.json").write_text(json.dumps(config))
     out = tmp_path / "logits.safetensors"
-    doc = validate(str(tmp_path), prompt_ids=prompt, save_logits=str(out))
-    assert doc["status"] == "ran", doc
+    doc = validate(str(ckpt), prompt_ids=prompt, save_logits=str(out))
+    assert doc["status"] == "ran", doc.get("reasons")
     got = load_file(str(out))["logits"].reshape(want.shape)
     assert ((got - want).abs().max() / want.abs().max()).item() <= 1e-5
     config["sliding_window"] = [0, 0]              # the same model with full attention: another answer
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    validate(str(tmp_path), prompt_ids=prompt, save_logits=str(out))
+    (ckpt / "config.json").write_text(json.dumps(config))
+    doc = validate(str(ckpt), prompt_ids=prompt, save_logits=str(out))
+    assert doc["status"] == "ran", doc.get("reasons")
     full = load_file(str(out))["logits"].reshape(want.shape)
     assert ((full - want).abs().max() / want.abs().max()).item() > 1e-3
