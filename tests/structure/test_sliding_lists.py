@@ -91,3 +91,21 @@ def test_validate_runs_each_layer_with_its_listed_window(tmp_path):
     assert doc["status"] == "ran", doc.get("reasons")
     full = load_file(str(out))["logits"].reshape(want.shape)
     assert ((full - want).abs().max() / want.abs().max()).item() > 1e-3
+
+
+@pytest.mark.parametrize("pattern,want", [(3, [4, 4, None]), (2, [4, None, 4]), ("LG", [4, None, None]),
+                                          ("LLL", [4, 4, None])])
+def test_sliding_window_pattern_without_layer_types(tmp_path, pattern, want):
+    """Configs written before `layer_types` (Gemma 3, Cohere 2, EXAONE 4): every N-th layer full, or an L/G
+    string repeated from layer 0 with the last layer global."""
+    write_llama(tmp_path, {"model_type": "acme_lm", "sliding_window": 4, "sliding_window_pattern": pattern})
+    card = build_card(open_source(str(tmp_path))).card
+    assert [layer.mixer.sliding_window for layer in card.layers] == want
+    assert {card.origins[f"layers.{i}.mixer.sliding_window"] for i, w in enumerate(want) if w} == {
+        "config:sliding_window_pattern"}
+
+
+def test_a_pattern_of_something_else_is_one_line(tmp_path):
+    write_llama(tmp_path, {"model_type": "acme_lm", "sliding_window": 4, "sliding_window_pattern": "LXG"})
+    with pytest.raises(ConfigError, match="sliding_window_pattern"):
+        inspect_checkpoint(str(tmp_path))
