@@ -1,5 +1,5 @@
-"""What the new mixers' cards cannot run is refused, never run as something else: Falcon-H1's muP multipliers
-other than 1 and MiniMax's residual alpha/beta factors other than 1 (both read from config.json)."""
+"""Config multipliers run as transformers runs them (Falcon-H1's muP multipliers, MiniMax's residual alpha/beta
+factors); what a card cannot run is refused by name, never run as something else."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.needs_transformers
 
-from archprobe.structure.card import load_card  # noqa: E402
 from archprobe.validate import validate  # noqa: E402
 from tests.support.zoo import PROMPT_IDS  # noqa: E402
 
@@ -38,16 +37,19 @@ def _user_card(folder: str, path, **fields) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("name,config,words", [
-    ("falcon_h1", {"ssm_out_multiplier": 0.5}, "muP"),
-    ("falcon_h1", {"mlp_multipliers": [1.0, 2.0]}, "muP"),
+@pytest.mark.parametrize("name,config", [
+    ("falcon_h1", {"ssm_out_multiplier": 0.5}),
+    ("falcon_h1", {"mlp_multipliers": [1.0, 2.0], "attention_in_multiplier": 0.7}),
+    ("minimax", {"mlp_beta_factor": 2.0}),
 ])
-def test_a_multiplier_archprobe_does_not_run_is_refused(zoo, tmp_path, name, config, words):
+def test_multipliers_once_refused_now_match_transformers(zoo, tmp_path, name, config):
+    """Falcon-H1's muP multipliers (folded into the weights they scale) and MiniMax's residual alpha/beta
+    factors: run, and agree with transformers built from the same edited config."""
     folder = _copy_with(zoo, tmp_path, name, **config)
-    # the router's renormalisation comes from a family row on another branch; set here so the layer gets as far
-    card = _user_card(folder, tmp_path / "card.json", **{"layers.{i}.ffn.router.renormalize": True})
-    doc = validate(folder, prompt_ids=list(PROMPT_IDS), reference="none", card=load_card(card))
-    assert doc["status"] == "unsupported" and words in doc["reasons"][0], doc["reasons"]
+    doc = validate(folder, prompt_ids=list(PROMPT_IDS), reference="transformers")
+    ref = doc["reference"]
+    assert doc["status"] == "pass", (doc.get("reasons"), ref)
+    assert ref["max_abs_diff"] <= 1e-4 * ref["logit_scale"] and abs(ref["kl"]) <= 1e-6
 
 
 def test_a_per_head_gate_of_an_unknown_family_needs_its_activation(zoo, tmp_path):

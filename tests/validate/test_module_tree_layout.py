@@ -67,3 +67,21 @@ def test_renamed_module_tree_computes_transformers_logits(tmp_path):
     got = next(iter(load_file(str(out)).values())).reshape(-1, want.shape[-1])[-1]
     diff = (got.double() - want.double()).abs().max().item()
     assert diff <= 1e-4 * want.abs().max().item(), diff
+
+
+@pytest.mark.parametrize("family", ["qwen3_next", "deepseek_v3", "nemotron_h"])
+def test_other_families_saved_as_their_module_tree_match_transformers(family, tmp_path):
+    """The same for families whose runtime tree differs from the release in the expert banks only (merged
+    `gate_up_proj` [E, 2I, H] / `down_proj` [E, H, I])."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(tiny_configs()[family]).eval()
+    perturb(model)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp_path / "model.safetensors"),
+              metadata={"format": "pt"})
+    (tmp_path / "config.json").write_text(json.dumps(model.config.to_dict()))
+    doc = validate(str(tmp_path), prompt_ids=PROMPT, reference="transformers")
+    assert doc["status"] == "pass" and doc["unmapped_tensors"] == [] and doc["missing_tensors"] == [], doc
+    ref = doc["reference"]
+    assert ref["max_abs_diff"] <= 1e-4 * ref["logit_scale"] and abs(ref["kl"]) <= 1e-6, ref

@@ -98,7 +98,7 @@ def _build(model_type: str, kwargs: dict, folder):
 
 
 # cases that do not match yet, each with its reason (strict: a fixed one fails loudly until removed)
-GAPS = {"falcon_h1_0.5b": "archprobe.nn runs Falcon-H1's muP multipliers as 1: validate refuses the layout"}
+GAPS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(

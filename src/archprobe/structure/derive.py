@@ -21,7 +21,7 @@ from archprobe.structure.config import ConfigError, ConfigView
 from archprobe.structure.modules import Module, group_modules, words
 from archprobe.structure.norm_convention import plain_gain_source
 from archprobe.structure.positions import derive_positions
-from archprobe.structure.sliding import layer_windows
+from archprobe.structure.sliding import layer_windows, listed_windows
 from archprobe.structure.tensors import TensorTable, build_table
 
 GROUP_SCORES = {"group_limited_greedy": "max", "noaux_tc": "top2_sum"}   # DeepSeek's topk_method -> group score
@@ -210,11 +210,11 @@ def _set(card: Card, path: str, value, origin: str) -> None:
 
 
 MUP_KEYS = ("attention_in_multiplier", "attention_out_multiplier", "ssm_in_multiplier", "ssm_out_multiplier",
-            "key_multiplier", "lm_head_multiplier", "mlp_multipliers", "ssm_multipliers")
+            "key_multiplier", "mlp_multipliers", "ssm_multipliers")
 
 
 def _mup_multipliers(cfg: ConfigView) -> dict:
-    """Falcon-H1's muP multipliers that are not 1 (archprobe.nn runs them all as 1: validate refuses others)."""
+    """Falcon-H1's muP multipliers that are not 1 (validate folds them into the weights they scale)."""
     out = {}
     for key in MUP_KEYS:
         v = cfg.get(key)
@@ -259,6 +259,8 @@ def _scales(card: Card, cfg: ConfigView) -> None:
     if cfg.get("scale_embedding") is True and H:          # BioGPT, XGLM, M2M100: embed_scale = sqrt(H)
         _set(card, "embed.scale", math.sqrt(H), "config:scale_embedding")
     logit, where = num("logit_scale")          # Cohere: logits * logit_scale
+    if logit is None:
+        logit, where = num("lm_head_multiplier")    # Falcon-H1: logits * lm_head_multiplier
     _set(card, "head.scale", logit, f"config:{where}")
     div, where = num("logits_scaling")         # Granite: logits / logits_scaling
     if div:
@@ -331,7 +333,10 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
     n_group, g_where = cfg.first_int_at("n_group", "num_expert_group")
     topk_group, tg_where = cfg.first_int_at("topk_group")
     n_shared, sh_where = cfg.first_int_at("n_shared_experts", "num_shared_experts", "shared_expert_count")
-    window, w_where = cfg.first_int_at("sliding_window", "attention_window_size")
+    listed, l_where = cfg.lookup("sliding_window")
+    listed = listed if isinstance(listed, list) else None
+    window, w_where = cfg.first_int_at("attention_window_size") if listed else cfg.first_int_at(
+        "sliding_window", "attention_window_size")
     types = cfg.get("layer_types")
     if not isinstance(types, list) and isinstance(cfg.get("attention_layers"), list):   # GPT-Neo: global / local
         types = cfg.get("attention_layers")
@@ -339,10 +344,17 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             window, w_where = cfg.first_int_at("window_size")
     attn_cap, ac_where = cfg.first_float_at("attn_logit_softcapping")
     gate_lb = cfg.first_float("gate_lower_bound")
-    windows = layer_windows(cfg, len(card.layers), window, w_where, types)
+    if listed is not None:
+        windows = listed_windows(cfg, len(card.layers), listed, l_where)
+    else:
+        windows = layer_windows(cfg, len(card.layers), window, w_where, types)
     assumed = [i for i, w in enumerate(windows) if w and w[1] == "assumed"
                and card.layers[i].mixer.kind in ("gqa", "mha", "mqa", "mla", "lowrank_kv")]
-    if assumed:
+    if assumed and listed is not None:
+        card.warnings.append(f"assumed: {l_where} lists {len(listed)} windows for {len(card.layers)} layers, "
+                             f"repeated over the layers (vLLM's interleaved reading): layer i takes entry "
+                             f"i mod {len(listed)}")
+    elif assumed:
         card.warnings.append(f"assumed: sliding_window {window} on all {len(assumed)} attention layers "
                              f"(model_type {cfg.model_type!r} has no family row and no layer_types or "
                              "use_sliding_window key; transformers' generic reading)")

@@ -581,6 +581,7 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
             part.names[src] = part.names.pop(target)
             part.derived.append(Derived(target, (src,), lambda t: t.reshape(-1).contiguous()))
     _gdn_sources(part, cfg)
+    _fold_mup(part, layer, cfg)
     if KDA_FUSED_CONV in part.names:      # one conv over q | k | v, each D wide (transformers' Kimi Linear)
         for i, which in enumerate(("q", "k", "v")):
             part.derived.append(Derived(f"self_attn.{which}_conv1d.weight", (KDA_FUSED_CONV,),
@@ -632,6 +633,53 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
             part.derived.append(Derived(f"{owner}.up_proj{leaf}", (src,), lambda t, f=halves: f(t, False)))
         elif "stacked_" in body:
             _stacked(part, src, body, flay, cfg.num_experts)
+
+
+# Falcon-H1's muP multipliers (transformers' modeling_falcon_h1): each multiplies a projection's input or output,
+# so it folds into that projection's weight (and, on an output, its bias): key -> (module, scales bias)
+MUP_FOLDS = {"attention_in_multiplier": (("attn.q_proj", False), ("attn.k_proj", False), ("attn.v_proj", False)),
+             "key_multiplier": (("attn.k_proj", True),), "attention_out_multiplier": (("attn.o_proj", True),),
+             "ssm_in_multiplier": (("ssm.in_proj", False),), "ssm_out_multiplier": (("ssm.out_proj", True),),
+             "ssm_multipliers": (("ssm.in_proj", True),),       # per row block z | x | B | C | dt
+             "mlp_multipliers": (("mlp.gate_proj", True), ("mlp.down_proj", True))}
+
+
+def _fold_mup(part: Part, layer, cfg) -> None:
+    """Fold the layer's muP multipliers into the weights they scale (exact: each is linear in its tensor)."""
+    import torch
+
+    ssm = next((mx for mx in (layer.mixer, layer.parallel_mixer) if mx is not None and mx.kind == "mamba2"), None)
+    mup = ((ssm.layout or {}).get("mup_multipliers") or {}) if ssm is not None else {}
+    if not mup:
+        return
+    owner = {"ssm": "self_attn" if layer.mixer.kind == "mamba2" else "parallel_mixer",
+             "attn": "parallel_mixer" if layer.mixer.kind == "mamba2" else "self_attn", "mlp": "mlp"}
+    factors: dict[str, list] = {}
+    for key, value in mup.items():
+        for i, (module, on_bias) in enumerate(MUP_FOLDS[key]):
+            where, name = module.split(".")
+            f = value[i] if key == "mlp_multipliers" else value
+            if key == "ssm_multipliers":
+                inner, gn = cfg.mamba_num_heads * cfg.mamba_head_dim, cfg.mamba_n_groups * cfg.ssm_state_size
+                f = torch.cat([torch.full((n,), float(v)) for n, v in
+                               zip((inner, inner, gn, gn, cfg.mamba_num_heads), value, strict=True)])
+            for leaf in ("weight", "bias") if on_bias else ("weight",):
+                factors.setdefault(f"{owner[where]}.{name}.{leaf}", []).append(f)
+    for target, fs in factors.items():
+        if target not in part.names:
+            if any(d.target == target for d in part.derived):
+                raise Unsupported(f"{target}: a muP multiplier on a tensor computed at load")
+            continue
+        src = "src:M:" + target
+        part.names[src] = part.names.pop(target)
+
+        def scaled(t, fs=fs):
+            out = t.float()
+            for f in fs:
+                f = f.to(out.dtype) if torch.is_tensor(f) else f
+                out = out * (f.reshape(-1, *([1] * (out.dim() - 1))) if torch.is_tensor(f) else f)
+            return out.to(t.dtype).contiguous()
+        part.derived.append(Derived(target, (src,), scaled))
 
 
 def _gdn_sources(part: Part, cfg) -> None:
