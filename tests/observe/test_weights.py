@@ -88,3 +88,24 @@ def test_fused_expert_slices_compared(tmp_path):
 
 def test_sibling_key():
     assert sibling_key("model.layers.12.mlp.experts.7.w1.weight") == "model.layers.#.mlp.experts.#.w1.weight"
+
+
+def test_fingerprint_collision_is_confirmed_by_full_hash(tmp_path):
+    """Two tensors with the same shape, sum of squares, range and strided sample (one small value's sign
+    flipped off the sample's stride) share a fingerprint; the full hash tells them apart, and a true copy
+    is still found."""
+    from archprobe.observe.weights import MEDIAN_SAMPLE, tensor_stats
+
+    n = 100_000
+    step = n // MEDIAN_SAMPLE
+    a = torch.randn(n, generator=torch.Generator().manual_seed(3))
+    b = a.clone()
+    i = next(j for j in range(1, n) if j % step and abs(float(a[j])) < 0.5)
+    b[i] = -b[i]
+    assert tensor_stats("a", a).digest == tensor_stats("b", b).digest     # the cheap fingerprints collide
+    folder = tmp_path / "collide"
+    folder.mkdir()
+    save_file({"model.layers.0.w": a, "model.layers.1.w": b, "model.layers.2.w": a.clone()},
+              str(folder / "model.safetensors"))
+    (folder / "config.json").write_text("{}")
+    assert weights_section(str(folder))["duplicates"] == [["model.layers.0.w", "model.layers.2.w"]]

@@ -73,11 +73,31 @@ def _digest(t: torch.Tensor) -> str:
     return h.hexdigest()
 
 
+def _sample(flat: torch.Tensor) -> torch.Tensor:
+    """An even stride of at most about MEDIAN_SAMPLE values, as float32."""
+    return flat[::max(1, flat.numel() // MEDIAN_SAMPLE)].float()
+
+
+def _fingerprint(t: torch.Tensor, sq: float, lo: float, hi: float, bad: int) -> str:
+    """A cheap stand-in for a float tensor's digest: shape, sum of squares, range, NaN/Inf count and a
+    strided sample of the values. Equal contents give equal fingerprints; only tensors whose fingerprints
+    collide are hashed in full (`_confirm`), so a clean checkpoint is never hashed byte by byte."""
+    h = _hasher(t)
+    h.update(repr((sq, lo, hi, bad)).encode())
+    _feed(h, _sample(t.reshape(-1)))
+    return "f" + h.hexdigest()
+
+
+def _slice_fingerprint(t: torch.Tensor) -> str:
+    f = t.float()
+    a, b = torch.aminmax(f) if f.numel() else (torch.tensor(0.0), torch.tensor(0.0))
+    return _fingerprint(t, float(torch.linalg.vector_norm(f)), float(a), float(b), 0)
+
+
 def _median_abs(flat: torch.Tensor, finite: bool) -> float | None:
     """The median |x| of the finite values, from an even stride of at most MEDIAN_SAMPLE of them (the
     finiteness mask, slow on large samples, only where the tensor holds NaN/Inf)."""
-    step = max(1, flat.numel() // MEDIAN_SAMPLE)
-    f = flat[::step].float().abs()
+    f = _sample(flat).abs()
     if not finite:
         f = f[torch.isfinite(f)]
     return float(f.median()) if f.numel() else None
@@ -93,7 +113,8 @@ def tensor_stats(name: str, t: torch.Tensor, fused_experts: bool = False) -> Ten
     for s in range(0, flat.numel(), CHUNK):
         c = flat[s:s + CHUNK]
         f = c.float() if is_float else c.to(torch.float64)
-        _feed(h, f if is_float else c)      # the same float32 chunk serves the hash and the statistics
+        if not is_float:
+            _feed(h, c)         # float tensors get a fingerprint instead (below)
         a, b = torch.aminmax(f)
         if is_float and not (math.isfinite(float(a)) and math.isfinite(float(b))):   # NaN / Inf: slow path
             fin = torch.isfinite(f)
@@ -112,9 +133,10 @@ def tensor_stats(name: str, t: torch.Tensor, fused_experts: bool = False) -> Ten
     rms = math.sqrt(sq / finite_n) if is_float and finite_n else (0.0 if is_float else None)
     experts = None
     if fused_experts and t.dim() >= 3 and t.shape[0] > 1:
-        experts = [_digest(t[e]) for e in range(t.shape[0])]
+        experts = [_slice_fingerprint(t[e]) if is_float else _digest(t[e]) for e in range(t.shape[0])]
+    digest = _fingerprint(t, sq, lo, hi, bad) if is_float else h.hexdigest()
     return TensorStats(name, tuple(t.shape), str(t.dtype).removeprefix("torch."), flat.numel(), rms,
-                       mx if is_float else None, bad, not nonzero, not varies, h.hexdigest(), experts,
+                       mx if is_float else None, bad, not nonzero, not varies, digest, experts,
                        _median_abs(flat, bad == 0) if is_float and flat.numel() else None)
 
 
@@ -352,7 +374,34 @@ def scan(reader, config: dict | None = None, progress=None) -> dict:
     return Scan(reader, config).finish(progress)
 
 
+def _confirm(reader, stats: list[TensorStats]) -> None:
+    """Replace colliding fingerprints (tensors and fused-expert slices) by full content hashes, reading
+    just those tensors again: a duplicate is reported only when the bytes (as float32 values) agree."""
+    seen: dict[str, list[tuple[TensorStats, int | None]]] = {}
+    for s in stats:
+        if s.constant or s.numel < 2:
+            continue
+        if s.digest.startswith("f"):
+            seen.setdefault(s.digest, []).append((s, None))
+        for e, d in enumerate(s.expert_digests or []):
+            if d.startswith("f"):
+                seen.setdefault(d, []).append((s, e))
+    todo: dict[str, list[tuple[TensorStats, int | None]]] = {}
+    for members in seen.values():
+        if len(members) > 1:
+            for s, e in members:
+                todo.setdefault(s.name, []).append((s, e))
+    for get, name in _sessions(reader, list(todo)):
+        t = get(name)
+        for s, e in todo[name]:
+            if e is None:
+                s.digest = _digest(t)
+            else:
+                s.expert_digests[e] = _digest(t[e])
+
+
 def _section(reader, stats: list[TensorStats], scales: dict, config: dict, during_forward: int) -> dict:
+    _confirm(reader, stats)
     outliers = find_outliers(stats)
     shares = {}
     for get, name in _sessions(reader, list(outliers)):   # only the flagged tensors are read again
