@@ -10,18 +10,9 @@ import pytest
 
 from archprobe.structure.inspect import inspect_checkpoint
 from tests.support import kimi_linear_48b as kl
-from tests.support.nonsense_names import bindings, nonsense_map
+from tests.support.nonsense_names import bindings, nonsense_map, without_evidence
 
 TIES = {"q_proj", "k_proj", "v_proj"}     # equal widths: only names tell them apart, so the rename keeps them
-
-
-def without_evidence(x):
-    """A card part with its evidence (tensor names, by construction different) left out."""
-    if isinstance(x, dict):
-        return {k: without_evidence(v) for k, v in x.items() if k not in ("evidence", "layout")}
-    if isinstance(x, list):
-        return [without_evidence(v) for v in x]
-    return x
 
 
 @pytest.fixture(scope="module")

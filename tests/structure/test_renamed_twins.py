@@ -9,7 +9,6 @@ or asks), never guesses it differently."""
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
@@ -17,33 +16,14 @@ import pytest
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.needs_transformers
 
-from safetensors import safe_open  # noqa: E402
-from safetensors.torch import save_file  # noqa: E402
 
 from archprobe.formats.sources import open_source  # noqa: E402
 from archprobe.structure.inspect import build_card  # noqa: E402
-from tests.structure.test_fused_layouts import without_evidence  # noqa: E402
-from tests.support.nonsense_names import nonsense_words  # noqa: E402
+from tests.support.nonsense_names import TIES, without_evidence, write_renamed_twin  # noqa: E402
 from tests.support.zoo import build  # noqa: E402
 
 FAMILIES = ["llama", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_linear", "qwen3_next"]
-TIES = {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "w1", "w3", "q_norm", "k_norm", "q_conv1d", "k_conv1d",
-        "v_conv1d"}
 PARTS = ("embed", "rope", "final_norm", "head", "layers", "tie_word_embeddings", "vocab_size", "num_layers")
-
-
-def _twin(src, dst, keep):
-    with safe_open(str(src / "model.safetensors"), "pt") as f:
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
-    rename = nonsense_words(tensors, keep=keep)
-    names = {k: rename(k) for k in tensors}
-    dst.mkdir(parents=True)
-    save_file({names[k]: v for k, v in tensors.items()}, str(dst / "model.safetensors"), metadata={"format": "pt"})
-    config = json.loads((src / "config.json").read_text())
-    config.pop("auto_map", None)
-    config["model_type"], config["architectures"] = "zq_lm", ["ZqForCausalLM"]
-    (dst / "config.json").write_text(json.dumps(config))
-    return rename
 
 
 def _card(folder) -> dict:
@@ -64,7 +44,7 @@ def test_renamed_twin_gets_the_same_card(family, zoo_root, tmp_path):
     src = build(family, zoo_root)
     want = _card(src)
     full = tmp_path / "full"
-    _twin(src, full, keep=frozenset())
+    write_renamed_twin(src, full, keep=frozenset())
     got = _card(full)
     assert got["unexplained"] == [] and want["unexplained"] == []
     for path in [p for p, origin in want["origins"].items() if origin == "default"]:
@@ -79,7 +59,7 @@ def test_renamed_twin_gets_the_same_card(family, zoo_root, tmp_path):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_renamed_twin_binds_every_role_to_the_same_tensor(family, zoo_root, tmp_path):
     src = build(family, zoo_root)
-    rename = _twin(src, tmp_path / "tied", keep=TIES)
+    rename = write_renamed_twin(src, tmp_path / "tied", keep=TIES)
     want, got = _card(src)["tensors"], _card(tmp_path / "tied")["tensors"]
     assert {role: rename(name) for role, name in want.items()} == got
     shutil.rmtree(tmp_path / "tied")

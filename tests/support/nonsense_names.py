@@ -5,7 +5,12 @@ shape can settle."""
 
 from __future__ import annotations
 
+import json
+
 LEAVES = {"weight", "bias"}
+# the words only names can settle (same-shaped q / k / v, their norms and convs, gate / up): a twin keeps them
+TIES = {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "w1", "w3", "q_norm", "k_norm", "q_conv1d", "k_conv1d",
+        "v_conv1d"}
 
 
 def nonsense_words(names, keep=frozenset()):
@@ -35,3 +40,31 @@ def bindings(folder) -> dict[str, str]:
     from archprobe.structure.inspect import build_card
 
     return dict(build_card(open_source(str(folder))).card.tensors)
+
+
+def write_renamed_twin(src, dst, keep=TIES):
+    """A copy of the one-file checkpoint `src` at `dst` with every path word nonsense (but `keep`) and an
+    unknown model_type (no auto_map); returns the renaming function."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(src / "model.safetensors"), "pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    rename = nonsense_words(tensors, keep=keep)
+    names = {k: rename(k) for k in tensors}
+    dst.mkdir(parents=True)
+    save_file({names[k]: v for k, v in tensors.items()}, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    config = json.loads((src / "config.json").read_text())
+    config.pop("auto_map", None)
+    config["model_type"], config["architectures"] = "zq_lm", ["ZqForCausalLM"]
+    (dst / "config.json").write_text(json.dumps(config))
+    return rename
+
+
+def without_evidence(x):
+    """A card part with its evidence (tensor names, by construction different) left out."""
+    if isinstance(x, dict):
+        return {k: without_evidence(v) for k, v in x.items() if k not in ("evidence", "layout")}
+    if isinstance(x, list):
+        return [without_evidence(v) for v in x]
+    return x

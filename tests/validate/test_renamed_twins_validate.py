@@ -12,14 +12,14 @@ pytestmark = pytest.mark.needs_transformers
 from safetensors.torch import load_file  # noqa: E402
 
 from archprobe.validate import validate  # noqa: E402
-from tests.structure.test_renamed_twins import TIES, _twin  # noqa: E402
 from tests.support import zoo  # noqa: E402
+from tests.support.nonsense_names import TIES, write_renamed_twin  # noqa: E402
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen3_moe", "deepseek_v3", "kimi_linear", "qwen3_next"])
 def test_twin_computes_the_original_logits(family, zoo_root, tmp_path):
     src = zoo.build(family, zoo_root)
-    _twin(src, tmp_path / "twin", keep=TIES)
+    write_renamed_twin(src, tmp_path / "twin", keep=TIES)
     out = tmp_path / "logits.safetensors"
     doc = validate(str(tmp_path / "twin"), prompt_ids=zoo.PROMPT_IDS, save_logits=str(out))
     assert doc["status"] == "ran" and doc["unmapped_tensors"] == [] and doc["missing_tensors"] == [], doc
@@ -31,6 +31,6 @@ def test_twin_computes_the_original_logits(family, zoo_root, tmp_path):
 def test_mixtral_twin_asks_for_the_routing_field(zoo_root, tmp_path):
     from archprobe.errors import ArchprobeError
 
-    _twin(zoo.build("mixtral", zoo_root), tmp_path / "twin", keep=TIES)
+    write_renamed_twin(zoo.build("mixtral", zoo_root), tmp_path / "twin", keep=TIES)
     with pytest.raises(ArchprobeError, match=r"layers\.0\.ffn\.router\.renormalize"):
         validate(str(tmp_path / "twin"), prompt_ids=zoo.PROMPT_IDS)

@@ -8,8 +8,7 @@ and both extend archprobe.diff/1 additively: `data` and `forward` sections, thei
 from __future__ import annotations
 
 from archprobe.errors import ArchprobeError
-
-MAX_FORWARD_TOKENS = 2048      # T x V logits in float64 on both sides: a prompt longer than this is refused
+from archprobe.formats.limits import MAX_FORWARD_TOKENS
 
 
 def read_prompt_file(path: str) -> str:

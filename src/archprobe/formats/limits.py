@@ -261,3 +261,6 @@ def reading_deadline(what: str, seconds: float | None = None):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+# diff/compare.py
+MAX_FORWARD_TOKENS = 2048   # diff --forward holds T x V logits in float64 on both sides: a longer prompt is refused
