@@ -28,7 +28,7 @@ def detect(mods, H, cfg):
     receptance / output, decay / bonus)."""
     from archprobe.structure.bind_ffn import Bound, ev
     from archprobe.structure.card import Mixer
-    from archprobe.structure.modules import words
+    from archprobe.structure.names import rank
 
     mixes = [m for m in mods if len(m.shape) == 3 and m.shape == (1, 1, H)]
     vecs = [m for m in mods if len(m.shape) == 1]
@@ -39,22 +39,15 @@ def detect(mods, H, cfg):
     if len(mats) != 4 or len(mats) + 5 != len(mods):
         return None
 
-    def by_words(pool, *wanted):
-        def rank(m):
-            w = words(m.path)
-            return next((i for i, ws in enumerate(wanted) if w & ws), len(wanted)), m.path
-        return sorted(pool, key=rank)
-
     writers = [m for m in mats if m.shape == (H, A)]
     if A != H:   # shapes alone tell the writer
         (output,), readers = writers, [m for m in mats if m.shape == (A, H)]
     else:
-        output = by_words(mats, {"output", "out", "o"})[0]
+        output = rank(mats, "rwkv_output")[0]
         readers = [m for m in mats if m is not output]
-    key, value, receptance = by_words(readers, {"key", "k"}, {"value", "v"}, {"receptance", "r"})
-    decay, bonus = by_words(vecs, {"time_decay", "decay", "w"}, {"time_first", "first", "u", "bonus"})
-    mk, mv, mr = by_words(mixes, {"time_mix_key", "key", "k"}, {"time_mix_value", "value", "v"},
-                          {"time_mix_receptance", "receptance", "r"})
+    key, value, receptance = rank(readers, "k", "v", "rwkv_receptance")
+    decay, bonus = rank(vecs, "rwkv_decay", "rwkv_bonus")
+    mk, mv, mr = rank(mixes, "rwkv_mix_key", "rwkv_mix_value", "rwkv_mix_receptance")
     b = Bound(Mixer("rwkv", num_heads=A, head_dim=1, conv_dim=H, conv_kernel=2))
     b.part.evidence = [ev(decay, f"per-channel decay and bonus vectors [{A}]: an RWKV-4 WKV recurrence"),
                        ev(mk, f"three token-shift mixes [1, 1, {H}]: each input mixed with the previous token's")]

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from archprobe.structure.card import Ffn, Router, Shared
-from archprobe.structure.modules import Module, words
+from archprobe.structure.modules import Module
+from archprobe.structure.names import rank, says
 from archprobe.structure.widths import mat, mlp_roles
 
 
@@ -78,9 +79,9 @@ def bind_flat_moe(mods: list[Module], H: int) -> Bound | None:
         return None
     bank, router, E = found
     width = bank[0].shape[0] // E
-    down = next(iter(_by_names(bank, {"down", "w2", "wo", "fc2", "out"})), None)
+    down = next((m for m in bank if says(m.path, "ffn_down")), None)
     rest_bank = [m for m in bank if m is not down]
-    gate, up = (sorted(rest_bank, key=lambda m: (not words(m.path) & {"gate", "w1", "wi_0"}, m.path)) + [None])[:2]
+    gate, up = (rank(rest_bank, "expert_gate") + [None])[:2]
     ffn = Ffn("moe", num_experts=E, expert_width=width, gated=up is not None,
               router=Router(input="hidden", selection_bias=False),
               layout={"experts": "flattened", "down_transposed": True})
@@ -90,10 +91,6 @@ def bind_flat_moe(mods: list[Module], H: int) -> Bound | None:
     roles = {"router": router, "experts.gate": gate, "experts.up": up, "experts.down": down}
     roles = {k: v for k, v in roles.items() if v is not None}
     return Bound(ffn, roles, [m for m in mods if m not in roles.values()])
-
-
-def _by_names(mods: list[Module], wanted: set[str]) -> list[Module]:
-    return [m for m in mods if words(m.path) & wanted]
 
 
 def bind_dense(mods: list[Module], H: int, transposed_hint: bool | None = None) -> Bound | None:
@@ -189,7 +186,7 @@ def bind_moe(mods: list[Module], H: int) -> Bound | None:
     mats = [m for m in rest if mat(m) is not None and m is not sgate and len(m.shape) == 2]
     shared = mlp_roles(mats, H) if mats else None
     if shared is None and mats:                  # more than one MLP left: the named one, else the largest
-        named = [m for m in mats if words(m.path) & {"shared", "shared_expert", "shared_experts", "shexp"}]
+        named = [m for m in mats if says(m.path, "shared_expert")]
         shared = mlp_roles(named, H) if named else None
     if shared is not None:
         ffn.shared = Shared(count=1, width=shared["width"], gated=sgate is not None)

@@ -16,21 +16,14 @@ from archprobe.structure.bind_ffn import Bound, bind_dense, bind_flat_moe, bind_
 from archprobe.structure.bind_mixer import bind_mixer, has_mixer_signature
 from archprobe.structure.bind_moa import has_moa
 from archprobe.structure.card import Ffn, Layer, Mixer, Norm, Residual, Shared
-from archprobe.structure.modules import Module, group_modules, words
+from archprobe.structure.modules import Module, group_modules
+from archprobe.structure.names import WORDS, words
 from archprobe.structure.widths import mat, mlp_roles
 
-MIXER_WORDS = {"attn", "attention", "self_attn", "self_attention", "mixer", "mamba", "linear_attn", "conv",
-               "token_mixer", "ssm"}
-FFN_WORDS = {"mlp", "ffn", "feed_forward", "moe", "block_sparse_moe", "experts", "feedforward"}
-PLACEMENT_WORDS = {
-    "pre_mixer": {"input_layernorm", "ln_1", "attention_norm", "attn_norm", "input", "self_attn_layer_norm",
-                  "ln_attn", "norm1", "pre_attention", "pre_mixer", "operator_norm", "norm_1", "attention_layernorm"},
-    "post_mixer": {"post_attention_layernorm", "post_attn", "post_mixer", "post_self_attn_layernorm"},
-    "pre_ffn": {"post_attention_layernorm", "ln_2", "ffn_norm", "pre_feedforward_layernorm", "ln_mlp",
-                "final_layer_norm", "norm2", "mlp_norm", "pre_ffn", "norm_2", "ffn_layernorm", "pre_mlp"},
-    "post_ffn": {"post_feedforward_layernorm", "post_ffn", "post_mlp_layernorm", "post_mlp"},
-}
-GATE_WORDS = {"gate", "scale", "alpha", "gamma", "lambda", "res"}
+MIXER_WORDS = WORDS["mixer_block"]
+FFN_WORDS = WORDS["ffn_block"]
+PLACEMENT_WORDS = {p: WORDS[p] for p in ("pre_mixer", "post_mixer", "pre_ffn", "post_ffn")}
+GATE_WORDS = WORDS["residual_scale"]
 
 
 def _groups(mods: dict[str, Module]) -> dict[str, list[Module]]:
@@ -160,7 +153,7 @@ def _part_extra(part, m: Module, prefix: str, H: int) -> str | None:
     if isinstance(part, Mixer):
         o_in = part.num_heads * part.head_dim if part.num_heads and part.head_dim else None
         inner = {o_in, part.v_head_dim and part.num_heads and part.v_head_dim * part.num_heads} - {None, 0}
-    if isinstance(part, Mixer) and m.shape == (H,) and "bias" in words(m.path) | set(m.leaf.split("_")):
+    if isinstance(part, Mixer) and m.shape == (H,) and (words(m.path) | set(m.leaf.split("_"))) & WORDS["bias"]:
         return f"{prefix}o.bias"      # the output projection's bias kept beside it (GPT-NeoX-Japanese dense_bias)
     if m.shape == (H,) and any(words(m.path) & names for names in PLACEMENT_WORDS.values()):
         return None     # a layer norm kept in the part's container (DBRX's norm_attn_norm.norm_1 / norm_2)
@@ -177,7 +170,7 @@ def _norms_and_residual(out: Layer, loose: list[Module], H: int, cfg, roles: dic
     vecs = [m for m in loose if m.shape == (H,)]
     other = [m for m in loose if m not in queries and m not in vecs]
     if len(queries) >= 2:                      # Attention Residuals: a pseudo-query and its norm per site
-        qs = sorted(queries, key=lambda m: (not words(m.path) & {"self_attention_res_proj", "attn", "attention"},
+        qs = sorted(queries, key=lambda m: (not words(m.path) & WORDS["attn_residual_query"],
                                             m.path))[:2]
         for site, q in zip(("pre_mixer", "pre_ffn"), qs, strict=False):
             roles[f"residual.{site}.query"] = q
@@ -249,10 +242,8 @@ def _norm_kind(cfg) -> str:
     return "rms"
 
 
-MIXER_SIDE = {"input", "attn", "attention", "mix", "mixer", "self", "ln_1", "norm1", "1", "pre", "operator", "token",
-              "seq", "ln_attn", "sa"}
-FFN_SIDE = {"ffn", "mlp", "mid", "post", "ln_2", "norm2", "2", "feed", "forward", "feedforward", "channel", "moe",
-            "ln_mlp", "final"}
+MIXER_SIDE = WORDS["mixer_side"]
+FFN_SIDE = WORDS["ffn_side"]
 
 
 def _mixer_side(m: Module) -> int:
@@ -263,10 +254,6 @@ def _mixer_side(m: Module) -> int:
 
 def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
     """Placement -> norm module, from how many [H] norms the layer has; names order them."""
-    def rank(m: Module, order: list[str]) -> tuple:
-        w = words(m.path) | {m.leaf}
-        return next((i for i, p in enumerate(order) if w & PLACEMENT_WORDS[p]), len(order)), m.path
-
     has_mixer, has_ffn = out.mixer.kind != "none", out.ffn.kind != "none"
     n = len(vecs)
     if n == 0:
@@ -296,7 +283,7 @@ def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
         w = words(m.path) | {m.leaf}
         if ambiguous in w:
             return False
-        if place.startswith("pre_") and "post" in w:      # post_norm1 is not a pre-norm for its "norm1"
+        if place.startswith("pre_") and w & WORDS["post"]:      # post_norm1 is not a pre-norm for its "norm1"
             return False
         side, what = place.split("_")          # composed names: pre_mlp_layernorm, post_self_attn_norm, ...
         composed = side in w and bool(w & ({"mlp", "ffn", "feedforward", "moe"} if what == "ffn" else
@@ -308,7 +295,7 @@ def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
         if hit is not None:
             picked[place] = hit
             rest.remove(hit)
-    numbered = sorted((m for m in rest if "post" in words(m.path) and m.path[-1:] in "12"), key=lambda m: m.path)
+    numbered = sorted((m for m in rest if words(m.path) & WORDS["post"] and m.path[-1:] in "12"), key=lambda m: m.path)
     for place, m in zip(("post_mixer", "post_ffn"), numbered, strict=False):   # Peri-LN's post_norm1 / post_norm2
         if place not in picked:
             picked[place] = m
@@ -320,8 +307,8 @@ def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
             picked[place] = amb
             rest.remove(amb)
     for place, sign in (("post_mixer", 1), ("post_ffn", -1)):    # post_<mixer word>_norm, post_<ffn word>_norm (LFM3)
-        side = lambda m: len(words(m.path) & MIXER_SIDE) - len(words(m.path) & (FFN_SIDE - {"post"}))  # noqa: E731
-        hit = next((m for m in rest if "post" in words(m.path) and side(m) * sign > 0), None)
+        side = lambda m: len(words(m.path) & MIXER_SIDE) - len(words(m.path) & (FFN_SIDE - WORDS["post"]))  # noqa: E731
+        hit = next((m for m in rest if words(m.path) & WORDS["post"] and side(m) * sign > 0), None)
         if place not in picked and hit is not None:
             picked[place] = hit
             rest.remove(hit)

@@ -19,29 +19,18 @@ from archprobe.kinds import MIXERS
 from archprobe.structure.bind_ffn import Bound, ev
 from archprobe.structure.bind_moa import bind_moa
 from archprobe.structure.card import Mixer
-from archprobe.structure.modules import Module, words
+from archprobe.structure.modules import Module
+from archprobe.structure.names import rank, says
 from archprobe.structure.widths import bias_says_transposed, mat, split_io
 
 ROPE_MAX = 256
 
 
-def _by_words(mods: list[Module], *wanted: set[str]) -> list[Module]:
-    """Order same-shaped modules by the first word set each matches (unmatched last, then by path)."""
-    def key(m: Module):
-        w = words(m.path)
-        return next((i for i, ws in enumerate(wanted) if w & ws), len(wanted)), m.path
-    return sorted(mods, key=key)
-
-
-OUT_WORDS = {"o", "out", "out_proj", "o_proj", "wo", "dense"}
-OUTPUT_GATE_WORDS = {"g", "g_proj", "gate", "o_gate", "output_gate"}
-
-
 def _output_projection(cands: list[Module]) -> Module | None:
     """The output projection among the [H, W] matrices shapes leave: where an output gate [W, H] has the same
     shape (W = H, as in the demo's Gated MLA), names break the tie: an output's words first, a gate's last."""
-    return min(cands, key=lambda m: (bool(words(m.path) & OUTPUT_GATE_WORDS), not words(m.path) & OUT_WORDS,
-                                     m.path), default=None)
+    return min(cands, key=lambda m: (says(m.path, "output_gate"), not says(m.path, "mixer_out"), m.path),
+               default=None)
 
 
 def vec_len(m: Module) -> int | None:
@@ -80,20 +69,19 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
     vecs = [m for m in pool if vec_len(m) is not None and mat(m) is None and m not in convs]
     mats = [m for m in pool if len(m.shape) == 2 and m not in vecs]
     K = convs[0].shape[-1]
-    out_words = OUT_WORDS
     if len(convs) >= 3 and not any(vec_len(v) == convs[0].shape[0] for v in vecs):
         return _gdn_split(pool, convs, vecs, mats, H, cfg)
     fused_kda = len(convs) == 1 and _fused_kda_width(convs[0], vecs, mats, H)
     if len(convs) >= 3 or fused_kda:
         D = fused_kda or convs[0].shape[0]
-        writer = next(iter(_by_words([m for m in mats if m.shape == (H, D)], out_words)[::-1]), None)
-        named = [m for m in mats if m.shape == (H, D) and words(m.path) & out_words]
+        writer = next(iter(rank([m for m in mats if m.shape == (H, D)], "mixer_out")[::-1]), None)
+        named = [m for m in mats if m.shape == (H, D) and says(m.path, "mixer_out")]
         writer = named[0] if named else writer
         return _kda(pool, convs, vecs, mats, writer, H, cfg, D)
     # the writer maps some inner width back to H; a low-rank pair's up-projection ([X, r] beside [r, H]) is not it
     writer = next((m for m in mats if m.shape[0] == H and m.shape[1] != H
                    and not any(r.shape == (m.shape[1], H) for r in mats)), None) or next(
-        iter(_by_words([m for m in mats if m.shape == (H, H)], out_words)), None)
+        iter(rank([m for m in mats if m.shape == (H, H)], "mixer_out")), None)
     conv = convs[0]
     C = conv.shape[0]
     blocks = [m for m in mats + [m for m in pool if len(m.shape) == 3 and m not in convs]
@@ -110,10 +98,10 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
     triple = next((v for n, v in sizes.items() if len(v) >= 3 and n < C), None)
     pair = next((v for n, v in sizes.items() if len(v) == 2 and n < C), None)
     b = Bound(Mixer("unknown"))
-    if triple is not None or (pair is None and any(words(v.path) & {"d"} for v in vecs)):
+    if triple is not None or (pair is None and any(says(v.path, "ssm_d") for v in vecs)):
         heads_v = triple or next(iter(sizes.values()))
         nh = vec_len(heads_v[0])
-        a_log, d, dt = (_by_words(heads_v, {"a_log", "a"}, {"d"}, {"dt_bias", "dt"}) + [None] * 3)[:3]
+        a_log, d, dt = (rank(heads_v, "a_log", "ssm_d", "dt_bias") + [None] * 3)[:3]
         for m in (a_log, d, dt):
             _take(pool, m)
         b.roles.update({k: m for k, m in (("A_log", a_log), ("D", d), ("dt_bias", dt)) if m is not None})
@@ -134,7 +122,7 @@ def _linear(mods: list[Module], convs: list[Module], H: int, cfg) -> Bound | Non
         _bind(b, pool, (("in_proj", reader), ("conv1d", conv), ("norm", norm), ("out_proj", writer)))
     elif pair is not None:
         nv = vec_len(pair[0])
-        a_log, dt = _by_words(pair, {"a_log", "a"}, {"dt_bias", "dt"})
+        a_log, dt = rank(pair, "a_log", "dt_bias")
         _take(pool, a_log)
         _take(pool, dt)
         b.roles.update({"A_log": a_log, "dt_bias": dt})
@@ -178,8 +166,7 @@ def _gdn_readers(readers: list[Module], C: int, nv: int, vd: int | None) -> list
         role = width.get(m.shape[0]) if m.shape[0] != nv else None
         if role is not None and role not in {r for r, _ in out}:
             out.append((role, m))
-    heads = _by_words([m for m in readers if m.shape[0] == nv], {"b", "in_proj_b", "b_proj"},
-                      {"a", "in_proj_a", "a_proj"})
+    heads = rank([m for m in readers if m.shape[0] == nv], "beta_proj", "alpha_proj")
     out += list(zip(("in_proj_b", "in_proj_a"), heads, strict=False))
     return out
 
@@ -188,11 +175,11 @@ def _rg_lru(pool, conv, blocks, vecs, mats, writer, H) -> Bound:
     """Griffin's RG-LRU (RecurrentGemma): block-diagonal input and recurrence gates [heads, b, b] (+ [heads, b]
     biases), a per-channel recurrence parameter [C], two [C, H] input branches (x through the conv, y a gate)."""
     C = conv.shape[0]
-    ig, rg = _by_words(blocks[:2], {"input_gate", "input", "input_gate_weight"}, {"recurrent_gate", "recurrent"})
+    ig, rg = rank(blocks[:2], "input_gate", "recurrent_gate")
     a = next((v for v in vecs if vec_len(v) == C), None)
-    xs = _by_words([m for m in mats if m.shape == (C, H) and m is not writer], {"x", "linear_x"}, {"y", "linear_y"})
+    xs = rank([m for m in mats if m.shape == (C, H) and m is not writer], "linear_x", "linear_y")
     gate_biases = [m for m in pool if len(m.shape) == 2 and m.shape == blocks[0].shape[:2]]
-    igb, rgb = (_by_words(gate_biases, {"input_gate_bias", "input"}, {"recurrent_gate_bias", "recurrent"})
+    igb, rgb = (rank(gate_biases, "input_gate_bias", "recurrent_gate_bias")
                 + [None, None])[:2]
     mixer = Mixer("rg_lru", conv_dim=C, conv_kernel=conv.shape[-1], num_heads=blocks[0].shape[0],
                   head_dim=blocks[0].shape[1])
@@ -222,9 +209,9 @@ def _mamba1(pool, conv, a_grid, vecs, mats, writer, H) -> Bound:
     roles = [("in_proj", in_proj), ("conv1d", conv), ("x_proj", x_proj), ("dt_proj", dt_proj), ("A_log", a_grid),
              ("D", d), ("out_proj", writer)]
     small = [v for v in vecs if v is not d and vec_len(v) in (N, r)]       # Jamba's dt / B / C layernorms
-    for v in _by_words([v for v in small if vec_len(v) == r], {"dt", "dt_layernorm"})[:1]:
+    for v in rank([v for v in small if vec_len(v) == r], "dt_norm")[:1]:
         roles.append(("dt_norm", v))
-    bc = _by_words([v for v in small if vec_len(v) == N], {"b", "b_layernorm"}, {"c", "c_layernorm"})
+    bc = rank([v for v in small if vec_len(v) == N], "b_norm", "c_norm")
     roles += list(zip(("b_norm", "c_norm"), bc, strict=False))
     _bind(b, pool, roles)
     mixer.confidence = 0.85
@@ -241,22 +228,21 @@ def _gdn_split(pool, convs, vecs, mats, H, cfg) -> Bound | None:
     if pair is None:
         return None
     nv = vec_len(pair[0])
-    a_log, dt = _by_words(pair[:2], {"a_log", "a"}, {"dt_bias", "dt"})
-    writer = next((m for m in _by_words([m for m in mats if m.shape[0] == H], {"o", "o_proj", "out_proj", "wo"})),
-                  None)
+    a_log, dt = rank(pair[:2], "a_log", "dt_bias")
+    writer = next(iter(rank([m for m in mats if m.shape[0] == H], "mixer_out")), None)
     vd_total = writer.shape[1] if writer is not None else None
     heads_in = [m for m in mats if m.shape == (nv, H)]
-    a_p, b_p = (_by_words(heads_in, {"a", "a_proj"}, {"b", "b_proj"}) + [None, None])[:2]
+    a_p, b_p = (rank(heads_in, "alpha_proj", "beta_proj") + [None, None])[:2]
     readers = [m for m in mats if m.shape[1] == H and m is not writer and m not in heads_in]
     wide = [m for m in readers if m.shape[0] == vd_total]
-    v, g = (_by_words(wide, {"v", "v_proj"}, {"g", "g_proj", "gate"}) + [None, None])[:2]
+    v, g = (rank(wide, "v", "output_gate") + [None, None])[:2]
     qk = [m for m in readers if m not in wide]
-    q, k = (_by_words(qk, {"q", "q_proj"}, {"k", "k_proj"}) + [None, None])[:2]
+    q, k = (rank(qk, "q", "k") + [None, None])[:2]
     vd = vd_total // nv if vd_total and nv else None
     nk = cfg.first_int("linear_num_key_heads") or nv
     dk = (q.shape[0] // nk) if q is not None and nk else None
     o_norm = next((m for m in vecs if vec_len(m) == vd and m not in pair), None)
-    qc, kc, vc = (_by_words(convs, {"q", "q_conv1d"}, {"k", "k_conv1d"}, {"v", "v_conv1d"}) + [None] * 3)[:3]
+    qc, kc, vc = (rank(convs, "q_conv", "k_conv", "v_conv") + [None] * 3)[:3]
     mixer = Mixer("gated_deltanet", num_heads=nv, head_dim=dk, value_head_dim=vd,
                   conv_dim=sum(c.shape[0] for c in convs), conv_kernel=convs[0].shape[-1],
                   output_gate="full_rank" if g is not None else None)
@@ -284,21 +270,20 @@ def _fused_kda_width(conv: Module, vecs: list[Module], mats: list[Module], H: in
 def _kda(pool, convs, vecs, mats, writer, H, cfg, D) -> Bound:
     b = Bound(Mixer("kda"))
     fused_conv = convs[0] if convs[0].shape[0] == 3 * D else None
-    qkv_convs = _by_words([c for c in convs if c.shape[0] == D], {"q", "q_conv1d"}, {"k", "k_conv1d"},
-                          {"v", "v_conv1d"})[:3]
+    qkv_convs = rank([c for c in convs if c.shape[0] == D], "q_conv", "k_conv", "v_conv")[:3]
     readers = [m for m in mats if m.shape == (D, H) and m is not writer]
     gate = None
     if len(readers) >= 4:
-        gate = _by_words(readers, {"g", "g_proj", "gate"})[0]
+        gate = rank(readers, "output_gate")[0]
         readers.remove(gate)
-    q, k, v = (_by_words(readers, {"q", "q_proj"}, {"k", "k_proj"}, {"v", "v_proj"}) + [None] * 3)[:3]
+    q, k, v = (rank(readers, "q", "k", "v") + [None] * 3)[:3]
     small = [m for m in mats if m.shape[1] == H and m.shape[0] < D and m is not writer]
     pairs = []
     for a in small:
         up = next((u for u in mats if u.shape == (D, a.shape[0]) and u not in [p[1] for p in pairs]), None)
         if up is not None:
             pairs.append((a, up))
-    pairs.sort(key=lambda p: (not words(p[0].path) & {"f", "f_a", "f_a_proj"}, p[0].path))
+    pairs.sort(key=lambda p: (not says(p[0].path, "kda_f"), p[0].path))
     f_pair = pairs[0] if pairs else None
     g_pair = pairs[1] if len(pairs) > 1 and gate is None else None
     f_full = None
@@ -353,7 +338,7 @@ def _lightning(mods: list[Module], H: int, cfg) -> Bound | None:
         return None
     nh = rate.shape[0]
     mats = [m for m in mods if len(m.shape) == 2]
-    writer = next(iter(_by_words([m for m in mats if m.shape[0] == H], {"o", "o_proj", "out_proj", "out"})), None)
+    writer = next(iter(rank([m for m in mats if m.shape[0] == H], "mixer_out")), None)
     if writer is None or writer.shape[1] % nh:
         return None
     inner = writer.shape[1]
@@ -376,8 +361,8 @@ def _lightning(mods: list[Module], H: int, cfg) -> Bound | None:
 
 # --- MLA ---------------------------------------------------------------------------------------------------
 def _mla(mods: list[Module], H: int, cfg) -> Bound | None:
-    mats = [m for m in mods if len(m.shape) == 2 and "indexer" not in words(m.path)]
-    vecs = [m for m in mods if len(m.shape) == 1 and "indexer" not in words(m.path)]
+    mats = [m for m in mods if len(m.shape) == 2 and not says(m.path, "indexer")]
+    vecs = [m for m in mods if len(m.shape) == 1 and not says(m.path, "indexer")]
     kvs, qs = [], []
     for down in mats:
         w, inp = down.shape
@@ -389,10 +374,10 @@ def _mla(mods: list[Module], H: int, cfg) -> Bound | None:
             r = up.shape[1]
             norm = next((n for n in vecs if n.shape == (r,)), None)
             if r < w <= r + ROPE_MAX and up.shape[0] > r and norm is not None:
-                kvs.append((w - r, not words(down.path) & {"kv", "kv_a_proj_with_mqa", "wkv_a"}, down.path,
+                kvs.append((w - r, not says(down.path, "mla_kv_down"), down.path,
                             (down, norm, up)))
             elif r == w and up.shape[0] > w and up.shape[1] != H:
-                qs.append((not words(down.path) & {"q", "q_a_proj", "wq_a"}, down.path, (down, norm, up)))
+                qs.append((not says(down.path, "mla_q_down"), down.path, (down, norm, up)))
     kv = min(kvs, key=lambda t: t[:3])[3] if kvs else None
     qs = [q for q in qs if kv is None or (q[2][0] is not kv[0] and q[2][2] is not kv[2])]
     q_lora = min(qs, key=lambda t: t[:2])[2] if qs else None
@@ -432,7 +417,7 @@ def _mla(mods: list[Module], H: int, cfg) -> Bound | None:
         q = next((m for m in mats if m.shape[1] == H and m not in (down, writer) and m.shape[0] > down.shape[0]), None)
         roles.append(("q", q))
     _bind(b, pool, roles)
-    rope_norm = next((m for m in pool if m.shape == (rope,) and "indexer" not in words(m.path)), None) if rope else None
+    rope_norm = next((m for m in pool if m.shape == (rope,) and not says(m.path, "indexer")), None) if rope else None
     if rope_norm is not None:                 # a norm on the decoupled rope key alone (dots)
         b.roles["k_rope_norm"] = _take(pool, rope_norm)
     _gates_and_indexer(b, pool, H, nh, writer)
@@ -451,8 +436,8 @@ def _lowrank(mods, down, ups, H, cfg) -> Bound:
     b = Bound(mixer)
     writer = next((m for m in pool if len(m.shape) == 2 and m.shape[0] == H and m.shape[1] != r), None)
     q = next((m for m in pool if len(m.shape) == 2 and m.shape[1] == H and m not in (down, writer)), None)
-    up_roles = [("kv_b", ups[0])] if len(ups) == 1 else list(zip(("k_b", "v_b"), _by_words(ups, {"k", "k_up"},
-                                                                                          {"v", "v_up"}), strict=False))
+    up_roles = [("kv_b", ups[0])] if len(ups) == 1 else list(zip(("k_b", "v_b"), rank(ups, "kv_up_k", "kv_up_v"),
+                                                                                   strict=False))
     if q is not None and writer is not None:
         hd = cfg.first_int("head_dim") or (writer.shape[1] // nh if nh else None)
         mixer.head_dim = hd
@@ -483,12 +468,12 @@ def _value_heads_apart(readers: list[tuple[Module, int]], Wo: int, nh: int | Non
     odd = [(m, w) for m, w in readers if w != pair_w]
     if len(pair) != 2 or len(odd) != 1 or odd[0][1] != Wo or pair_w % nh:
         return None
-    q, k = _by_words(pair, {"q", "q_proj", "query", "wq"}, {"k", "k_proj", "key", "wk"})
+    q, k = rank(pair, "q", "k")
     return q, k, odd[0][0]
 
 
 def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = None) -> Bound | None:
-    mats = [m for m in mods if len(m.shape) == 2 and "indexer" not in words(m.path) and m.shape != (1, H)]
+    mats = [m for m in mods if len(m.shape) == 2 and not says(m.path, "indexer") and m.shape != (1, H)]
     if not mats:
         return None
     hint = bias_says_transposed(mats) if transposed_hint is None else transposed_hint
@@ -551,15 +536,14 @@ def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = N
             kv_w = k.shape[1] if transposed else k.shape[0]
             rest = [m for m, w in readers if m not in qkv_v]
         elif kv_w is not None:
-            k, v = _by_words(by_width[kv_w], {"k", "k_proj", "key", "wk"}, {"v", "v_proj", "value", "wv"})
+            k, v = rank(by_width[kv_w], "k", "v")
             rest = [m for m, w in readers if m not in (k, v)]
-            q = next((m for m in _by_words(rest, {"q", "q_proj", "query", "wq"})), None)
+            q = next(iter(rank(rest, "q")), None)
             rest = [m for m in rest if m is not q]
         else:
-            same = _by_words([m for m, w in readers if w == Wo], {"q", "q_proj", "query", "wq"},
-                             {"k", "k_proj", "key", "wk"}, {"v", "v_proj", "value", "wv"})
+            same = rank([m for m, w in readers if w == Wo], "q", "k", "v")
             rest = [m for m, w in readers if w != Wo]
-            q = next((m for m in _by_words([m for m, w in readers if w == 2 * Wo], {"q", "q_proj"})), None)
+            q = next(iter(rank([m for m, w in readers if w == 2 * Wo], "q")), None)
             if q is not None:
                 rest.remove(q)
                 k, v = (same + [None, None])[:2]
@@ -600,8 +584,7 @@ def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = N
         mixer.layout["differential"] = True
         norms = []
     if len(norms) >= 2:
-        qn, kn = _by_words(norms, {"q_norm", "q", "query_layernorm", "q_layernorm", "query", "wq", "wq_norm"},
-                           {"k_norm", "k", "key_layernorm", "k_layernorm", "key", "wk", "wk_norm"})[:2]
+        qn, kn = rank(norms, "q_norm", "k_norm")[:2]
         if nh and kvh and nh != kvh and qn.shape[0] == (kvh or 0) * (hd or 0) and kn.shape[0] == nh * hd:
             qn, kn = kn, qn
         if qn.shape[0] != hd and nh and kvh and hd and (qn.shape[0], kn.shape[0]) != (nh * hd, kvh * hd):
@@ -640,17 +623,17 @@ def _attention(mods: list[Module], H: int, cfg, transposed_hint: bool | None = N
 def _gates_and_indexer(b: Bound, pool: list[Module], H: int, nh: int | None, o: Module | None) -> None:
     mixer = b.part
     gate = next((m for m in pool if len(m.shape) == 2 and m.shape[1] == H and o is not None
-                 and m.shape[0] == o.shape[1] and "indexer" not in words(m.path)), None)
+                 and m.shape[0] == o.shape[1] and not says(m.path, "indexer")), None)
     if gate is not None and mixer.output_gate is None:
         b.roles["g"] = _take(pool, gate)
         mixer.output_gate = "sigmoid_g_proj"
         mixer.evidence.append(ev(gate, f"[{gate.shape[0]}, H] beside the output projection: a gate on the "
                                        "attention output"))
-    hg = next((m for m in pool if nh and m.shape == (nh, H) and "indexer" not in words(m.path)), None)
+    hg = next((m for m in pool if nh and m.shape == (nh, H) and not says(m.path, "indexer")), None)
     if hg is not None:
         b.roles["head_gate"] = _take(pool, hg)
         mixer.layout["head_gate"] = list(hg.shape)
-    idx = [m for m in pool if "indexer" in words(m.path)]
+    idx = [m for m in pool if says(m.path, "indexer")]
     if idx:
         # DSA: a key norm [d] (+ bias), the key projection [d, H] beside it, per-head weights [heads, H], and the
         # query projection [heads * d, latent] that reads something narrower than H (the q-LoRA latent)

@@ -18,16 +18,14 @@ from archprobe.formats.quant import classify, summarize
 from archprobe.structure.bind_layer import bind_layer, common_prefix_len, norm_eps
 from archprobe.structure.card import Card
 from archprobe.structure.config import ConfigError, ConfigView
-from archprobe.structure.modules import Module, group_modules, words
+from archprobe.structure.modules import Module, group_modules
+from archprobe.structure.names import says
 from archprobe.structure.norm_convention import plain_gain_source
 from archprobe.structure.positions import derive_positions
 from archprobe.structure.sliding import layer_windows, listed_windows
 from archprobe.structure.tensors import TensorTable, build_table
 
 GROUP_SCORES = {"group_limited_greedy": "max", "noaux_tc": "top2_sum"}   # DeepSeek's topk_method -> group score
-HEAD_WORDS = {"lm_head", "head", "output", "unembed", "embed_out", "classifier", "logits"}
-EMBED_WORDS = {"embed", "embedding", "embeddings", "embed_tokens", "tok", "tok_embeddings", "wte", "token", "word",
-               "word_embeddings", "tokens"}
 
 
 class Derived:
@@ -116,7 +114,7 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
         inside = {id(m): bool(trunk) and m.path.startswith(trunk + ".") for m in vocab_like}
         by_place = len(set(inside.values())) > 1
         vocab_like.sort(key=lambda m: (by_place and not inside[id(m)],
-                                       2 if words(m.path) & HEAD_WORDS else 0 if words(m.path) & EMBED_WORDS else 1,
+                                       2 if says(m.path, "lm_head") else 0 if says(m.path, "embed") else 1,
                                        m.path.count("."), m.path))
         roles["embed"] = vocab_like[0]
         if len(vocab_like) > 1:
@@ -140,7 +138,7 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
                 roles["head"] = heads[0]
     P, _ = cfg.first_int_at("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
     pos = [m for m in mats if m not in roles.values() and (m.shape[0] != H or P == H)
-           and not words(m.path) & HEAD_WORDS]
+           and not says(m.path, "lm_head")]
     if pos:
         roles["pos_embed"] = pos[0]
         card.embed.pos_kind, card.origins["embed.pos_kind"] = "learned", "shape"
@@ -163,8 +161,7 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
             roles["output_residual.norm"] = norm
             vecs.remove(norm)
     if vecs:
-        emb_norm = [v for v in vecs if words(v.path) & {"word_embeddings_layernorm", "embed", "embeddings", "emb",
-                                                         "embedding_norm", "ln_embd"}]
+        emb_norm = [v for v in vecs if says(v.path, "embed_norm")]
         final = [v for v in vecs if v not in emb_norm] or vecs
         roles["final_norm"] = final[-1]
         if emb_norm and emb_norm[0] is not final[-1]:
@@ -180,7 +177,7 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
             card.tensors[f"{role}{suffix}" if role != "head.bias" else role] = e.name
     used = set(map(id, roles.values()))
     for m in mods.values():            # a learned scalar on the logits (Dory's lm_head.logit_scale)
-        if id(m) not in used and m.weight is not None and words(m.path) & HEAD_WORDS and (
+        if id(m) not in used and m.weight is not None and says(m.path, "lm_head") and (
                 m.weight.info.numel == 1 or m.shape == (card.vocab_size,)):
             card.tensors[f"head.scale.{m.leaf}"] = m.weight.name
             used.add(id(m))

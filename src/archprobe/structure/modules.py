@@ -107,12 +107,3 @@ def group_modules(layer: dict[str, Entry]) -> dict[str, Module]:
             m.weight, m.bias = m.bias, None
             m.weight_leaf = m.bias_leaf if m.bias_leaf != "bias" else "bias"
     return mods
-
-
-def words(path: str) -> set[str]:
-    """Lower-case name tokens of a module path, for tie-breaking only."""
-    out = set()
-    for part in path.lower().replace("-", "_").split("."):
-        out.add(part)
-        out.update(p for p in part.split("_") if p)
-    return out

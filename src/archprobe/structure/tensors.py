@@ -18,11 +18,7 @@ from dataclasses import dataclass, field
 
 from archprobe.formats.quant import QuantRole
 from archprobe.formats.safetensors import TensorInfo
-
-VISION_WORDS = ("vision", "visual", "image", "audio", "mm_projector", "multi_modal", "vit", "patch_embed",
-                "siglip", "clip", "speech", "video")
-VISION_PREFIXES = ("v.", "mm.")          # GGUF mmproj names
-MTP_WORDS = ("mtp", "nextn")
+from archprobe.structure.names import MTP_SUBSTRINGS, VISION_PREFIXES, VISION_SUBSTRINGS
 
 GGUF_LAYER_NAMES = {
     "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
@@ -118,7 +114,7 @@ def _is_vision(name: str) -> bool:
     hit = _VISION_MEMO.get(key)
     if hit is None:
         low = key.lower()
-        hit = low.startswith(VISION_PREFIXES) or any(w in part for part in low.split(".") for w in VISION_WORDS)
+        hit = low.startswith(VISION_PREFIXES) or any(w in part for part in low.split(".") for w in VISION_SUBSTRINGS)
         if len(_VISION_MEMO) > 100_000:
             _VISION_MEMO.clear()
         _VISION_MEMO[key] = hit
@@ -137,7 +133,7 @@ def _layer_prefix(names: list[str]) -> str | None:
         prefix = n[: m.start(1)].rstrip(".")
         skip = mtp.get(prefix)
         if skip is None:
-            skip = mtp[prefix] = any(w in part for part in prefix.lower().split(".") for w in MTP_WORDS)
+            skip = mtp[prefix] = any(w in part for part in prefix.lower().split(".") for w in MTP_SUBSTRINGS)
         if skip:
             continue
         indices.setdefault(prefix, set()).add(int(m.group(1)))
@@ -175,7 +171,7 @@ def build_table(tensors: list[TensorInfo], roles: dict[str, QuantRole], num_laye
                 _add(table.layers.setdefault(int(idx_s), {}), rest, entry)
                 continue
         low = norm_name.lower()
-        if any(w in part for part in low.split(".") for w in MTP_WORDS):
+        if any(w in part for part in low.split(".") for w in MTP_SUBSTRINGS):
             m = _NUM.search(norm_name)
             idx = int(m.group(1)) if m else -1
             entry.suffix = norm_name[m.end():] if m else norm_name

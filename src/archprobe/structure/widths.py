@@ -9,12 +9,8 @@ output width) first, names only when both orientations fit.
 
 from __future__ import annotations
 
-from archprobe.structure.modules import Module, words
-
-WRITER_WORDS = {"down", "w2", "fc2", "out", "o", "wo", "dense_4h_to_h", "fc_out", "proj_out", "c_proj", "output",
-                "dense", "out_proj", "o_proj", "down_proj", "linear_proj", "attn_out", "linear_fc2"}
-GATE_WORDS = {"gate", "w1", "wi_0", "gate_proj", "fc1", "c_fc", "fc_in"}
-UP_WORDS = {"up", "w3", "wi_1", "up_proj", "v1"}
+from archprobe.structure.modules import Module
+from archprobe.structure.names import says
 
 
 def mat(m: Module) -> tuple[int, int] | None:
@@ -61,7 +57,7 @@ def split_io(mods: list[Module], X: int, transposed: bool) -> tuple[list[tuple[M
         elif out == X and inp == X:
             squares.append(m)
     if squares and not writers:
-        named = [m for m in squares if words(m.path) & WRITER_WORDS]
+        named = [m for m in squares if says(m.path, "writer")]
         w = (named or squares)[-1]
         writers.append((w, X))
         squares = [m for m in squares if m is not w]
@@ -99,9 +95,10 @@ def mlp_roles(mods: list[Module], X: int, transposed_hint: bool | None = None) -
 
 def _gate_up_order(a: Module, b: Module) -> tuple[Module, Module]:
     """Which of two same-shaped readers is the gate: names break the tie, else header order."""
-    wa, wb = words(a.path), words(b.path)
-    if wa & UP_WORDS and not wb & UP_WORDS or wb & GATE_WORDS and not wa & GATE_WORDS:
+    a_up, b_up, a_gate, b_gate = says(a.path, "ffn_up"), says(b.path, "ffn_up"), says(a.path, "ffn_gate"), says(
+        b.path, "ffn_gate")
+    if a_up and not b_up or b_gate and not a_gate:
         return b, a
-    if wa & GATE_WORDS or wb & UP_WORDS:
+    if a_gate or b_up:
         return a, b
     return (a, b) if a.path <= b.path else (b, a)
