@@ -18,8 +18,10 @@ NOT_MECHANISMS = {"spec", "ffn", "absent", "formulas"}
 MECHANISMS = tuple(importlib.import_module(f"{__name__}.{name}")
                    for name in sorted(m.name for m in pkgutil.iter_modules(__path__)) if name not in NOT_MECHANISMS)
 
-MIXERS: dict[str, Kind] = {k.name: k for module in MECHANISMS for k in module.KINDS}
-FFNS: dict[str, Kind] = {k.name: k for k in ffn.KINDS}
+# a mechanism module's kinds are mixers or FFNs by their `role` (kinds/rwkv_channel.py is an FFN)
+MIXERS: dict[str, Kind] = {k.name: k for module in MECHANISMS for k in module.KINDS if k.role != "ffn"}
+FFNS: dict[str, Kind] = {k.name: k for k in ffn.KINDS} | {
+    k.name: k for module in MECHANISMS for k in module.KINDS if k.role == "ffn"}
 ABSENT: dict[str, Kind] = {k.name: k for k in absent.KINDS}
 ALL: dict[str, Kind] = {**MIXERS, **FFNS, **ABSENT}
 

@@ -19,6 +19,7 @@ class CacheContext:
     act_b: float                # bytes per conv-cache element (the activation dtype)
     state_b: float              # bytes per recurrent-state element
     swa_extra_block: bool = False   # a sliding-window layer holds one page beyond its window (vLLM)
+    hidden_size: int | None = None  # the model's width H: an FFN's token-shift state (RWKV channel mixing)
 
 
 @dataclass(frozen=True)
