@@ -1,4 +1,5 @@
-"""The registry of mechanisms: one module per mixer kind (kinds/gqa.py ... kinds/short_conv.py), each defining
+"""The registry of mechanisms: one module per mixer kind (kinds/gqa.py ... kinds/short_conv.py) or FFN kind
+beyond kinds/ffn.py's (kinds/rwkv_channel.py), each defining
 its `Kind` (spec.py): label and colour, feature id and attrs, the cache formula memory sums, the HybridConfig
 fields validate reads from the card, the nn module it builds and the roles it binds. Every stage reads it
 instead of lists of its own, so a kind is handled everywhere or refused by name; adding a mechanism is its
