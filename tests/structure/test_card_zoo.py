@@ -20,6 +20,7 @@ import pytest
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.needs_transformers
 
+from archprobe import kinds  # noqa: E402
 from archprobe.formats.sources import open_source  # noqa: E402
 from archprobe.memory import plan_memory  # noqa: E402
 from archprobe.structure.inspect import build_card, document  # noqa: E402
@@ -67,7 +68,9 @@ def test_member_fully_explained(name, zoo, derived):
     assert card.unknown_fields() == []
     plan = plan_memory(doc, 256)
     extra = [i for i, layer in enumerate(card.layers) if layer.parallel_mixer is not None]
-    assert [row["index"] for row in plan["per_layer"]] == list(range(len(card.layers))) + extra
+    stateful_ffn = [i for i, layer in enumerate(card.layers)      # an FFN with a state (RWKV channel mixing)
+                    if getattr(kinds.FFNS.get(layer.ffn.kind), "cache", None) is not None]
+    assert [row["index"] for row in plan["per_layer"]] == list(range(len(card.layers))) + stateful_ffn + extra
 
 
 def _flat(obj, path=""):

@@ -96,9 +96,11 @@ def test_every_mixer_kind_has_every_hook():
 
 
 def test_each_kinds_module_defines_what_it_registers():
-    """One module per mechanism: every mixer kind comes from a kinds/ module listed in MECHANISMS."""
+    """One module per mechanism: every mixer kind, and every FFN kind beyond kinds/ffn.py's, comes from a kinds/
+    module listed in MECHANISMS."""
     names = [k.name for m in kinds.MECHANISMS for k in m.KINDS]
-    assert len(names) == len(set(names)) == len(kinds.MIXERS)
+    ffn_names = {k.name for k in kinds.ffn.KINDS}
+    assert len(names) == len(set(names)) == len(kinds.MIXERS) + len(set(kinds.FFNS) - ffn_names)
     not_mechanisms = {"__init__", "spec", "ffn", "absent", "formulas"}
     modules = {p.stem for p in Path(kinds.__file__).parent.glob("*.py")} - not_mechanisms
     assert modules == {m.__name__.rsplit(".", 1)[1] for m in kinds.MECHANISMS}, "a kinds/ module not registered"

@@ -4,7 +4,6 @@ the kind's formula (numerator, denominator, max exponent per channel in fp32 + t
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
@@ -13,7 +12,7 @@ pytest.importorskip("transformers")
 pytestmark = pytest.mark.needs_transformers
 
 from archprobe.formats.sources import open_source  # noqa: E402
-from archprobe.memory import MemoryPlanError, plan_memory  # noqa: E402
+from archprobe.memory import plan_memory  # noqa: E402
 from archprobe.structure.inspect import build_card, document  # noqa: E402
 from tests.support import zoo  # noqa: E402
 
@@ -42,24 +41,30 @@ def test_every_layer_binds_its_time_mixing(rwkv):
             assert card.tensors[f"layers.{i}.mixer.{role}"] == f"rwkv.blocks.{i}.attention.{leaf}"
 
 
-def test_the_unbound_channel_mixing_is_refused_in_one_line(rwkv):
-    """Channel mixing (the FFN side) has no kind yet: its key/value read as a second attention of unknown heads,
-    which memory names instead of multiplying None (the member stays in zoo.FRONTIER until the FFN lands)."""
-    _, card, doc = rwkv
-    assert card.unexplained
-    with pytest.raises(MemoryPlanError, match="parallel_mixer"):
-        plan_memory(doc, 4096)
+def test_every_layer_binds_its_channel_mixing_and_block_0_norms_the_embeddings(rwkv):
+    """Channel mixing found by its own kind (kinds/rwkv_channel.py), block 0's pre_ln read as the embedding norm:
+    no tensor left unexplained and two norms per block (ln1 before time mixing, ln2 before channel mixing)."""
+    config, card, _ = rwkv
+    assert card.unexplained == []
+    assert card.tensors["embed_norm"] == "rwkv.blocks.0.pre_ln.weight" and card.embed.norm == "layer"
+    for i, layer in enumerate(card.layers):
+        assert layer.ffn.kind == "rwkv_channel" and layer.parallel_mixer is None
+        assert layer.ffn.width == config["intermediate_size"]
+        assert sorted(layer.norm) == ["pre_ffn", "pre_mixer"]
+        assert card.tensors[f"layers.{i}.norm.pre_ffn"] == f"rwkv.blocks.{i}.ln2.weight"
+        for role in ("time_mix_key", "time_mix_receptance", "key", "value", "receptance"):
+            leaf = role if role.startswith("time_mix") else f"{role}.weight"
+            assert card.tensors[f"layers.{i}.ffn.{role}"] == f"rwkv.blocks.{i}.feed_forward.{leaf}"
 
 
-def test_memory_sizes_the_state_with_the_kinds_formula(rwkv):
+def test_memory_sizes_both_states_with_the_kinds_formulas(rwkv):
     config, card, doc = rwkv
-    card = copy.deepcopy(card)
-    for layer in card.layers:       # the misread channel mixing set aside (test above): the time mixing alone
-        layer.parallel_mixer = None
     plan = plan_memory(doc, 4096, state_dtype="float32", card=card)
-    rows = [r for r in plan["per_layer"] if r["kind"] == "rwkv"]
-    A, H = config["attention_hidden_size"], config["hidden_size"]
-    assert len(rows) == config["num_hidden_layers"]
-    assert all(r["bytes_per_sequence"] == 3 * A * 4 + H * 4 for r in rows)   # fp32 model: last input in fp32 too
-    assert plan_memory(doc, 64, state_dtype="float32", card=card)["cache_by_layer_type"]["rwkv"] == \
-        plan["cache_by_layer_type"]["rwkv"]      # a state: the same at any context
+    A, H, n = config["attention_hidden_size"], config["hidden_size"], config["num_hidden_layers"]
+    time_rows = [r for r in plan["per_layer"] if r["kind"] == "rwkv"]
+    channel_rows = [r for r in plan["per_layer"] if r["kind"] == "rwkv_channel"]
+    assert len(time_rows) == len(channel_rows) == n
+    assert all(r["bytes_per_sequence"] == 3 * A * 4 + H * 4 for r in time_rows)   # fp32 model: last input fp32
+    assert all(r["bytes_per_sequence"] == H * 4 for r in channel_rows)            # channel mixing's last input
+    assert plan_memory(doc, 64, state_dtype="float32", card=card)["cache_by_layer_type"] == \
+        plan["cache_by_layer_type"]      # states: the same at any context

@@ -1,4 +1,5 @@
-"""The registry of mechanisms: one module per mixer kind (kinds/gqa.py ... kinds/short_conv.py), each defining
+"""The registry of mechanisms: one module per mixer kind (kinds/gqa.py ... kinds/short_conv.py) or FFN kind
+beyond kinds/ffn.py's (kinds/rwkv_channel.py), each defining
 its `Kind` (spec.py): label and colour, feature id and attrs, the cache formula memory sums, the HybridConfig
 fields validate reads from the card, the nn module it builds and the roles it binds. Every stage reads it
 instead of lists of its own, so a kind is handled everywhere or refused by name; adding a mechanism is its
@@ -18,8 +19,10 @@ NOT_MECHANISMS = {"spec", "ffn", "absent", "formulas"}
 MECHANISMS = tuple(importlib.import_module(f"{__name__}.{name}")
                    for name in sorted(m.name for m in pkgutil.iter_modules(__path__)) if name not in NOT_MECHANISMS)
 
-MIXERS: dict[str, Kind] = {k.name: k for module in MECHANISMS for k in module.KINDS}
-FFNS: dict[str, Kind] = {k.name: k for k in ffn.KINDS}
+# a mechanism module's kinds are mixers or FFNs by their `role` (kinds/rwkv_channel.py is an FFN)
+MIXERS: dict[str, Kind] = {k.name: k for module in MECHANISMS for k in module.KINDS if k.role != "ffn"}
+FFNS: dict[str, Kind] = {k.name: k for k in ffn.KINDS} | {
+    k.name: k for module in MECHANISMS for k in module.KINDS if k.role == "ffn"}
 ABSENT: dict[str, Kind] = {k.name: k for k in absent.KINDS}
 ALL: dict[str, Kind] = {**MIXERS, **FFNS, **ABSENT}
 

@@ -19,6 +19,7 @@ class CacheContext:
     act_b: float                # bytes per conv-cache element (the activation dtype)
     state_b: float              # bytes per recurrent-state element
     swa_extra_block: bool = False   # a sliding-window layer holds one page beyond its window (vLLM)
+    hidden_size: int | None = None  # the model's width H: an FFN's token-shift state (RWKV channel mixing)
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,8 @@ class Kind:
     required: tuple[str, ...] = ()              # the card's mixer fields the math needs (None there: unknown)
     recurrent: bool = False                     # a state instead of a growing cache, no positions of its own
     # detection: (the layer group's modules, hidden size, config view) -> a Bound (structure/bind_ffn.py) or
-    # None; tried before the built-in detectors, so a new mechanism is found from its own module
+    # None; tried before the built-in detectors, so a new mechanism is found from its own module (an FFN
+    # kind's detector also claims its group as the FFN: structure/bind_layer.py's _kind_ffn)
     detect: Callable[[list, int, object], object] | None = None
     tp_replicated: bool = False                 # tensor parallel keeps the whole cache on every device
     act_width: Callable[[object], int] | None = None   # prefill transients per token (values), beyond 4 H
@@ -44,5 +46,6 @@ class Kind:
     nn_variants: tuple[str, ...] = ()           # further HybridConfig mixer types the same builder handles
     fields: Callable[[object, int, Callable[[str], bool], dict], None] | None = None
     #   (card, layer index, has(role leaf), out): writes the HybridConfig fields layer i needs
-    build: Callable[[object, str], object] | None = None   # (HybridConfig, mixer type) -> nn.Module
+    build: Callable[[object, str], object] | None = None   # (HybridConfig, mixer / FFN type) -> nn.Module
+    #   an FFN module with `stateful = True` returns (out, state) and HybridDecoder keeps the state in the cache
     roles: dict[str, str] | None = None         # role leaf -> parameter path under the layer's mixer module

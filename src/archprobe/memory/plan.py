@@ -116,6 +116,12 @@ def _per_layer(card, T: int, kv_b: float, act_b: float, state_b: float, engine: 
     rows = []
     for i, layer in enumerate(card.layers):
         rows.append(_mixer_row(i, layer.mixer, T, pad, kv_b, act_b, state_b, swa_extra_block))
+    for i, layer in enumerate(card.layers):       # an FFN with a state of its own (RWKV channel mixing)
+        k = registry.ALL.get(layer.ffn.kind)
+        if k is not None and k.role == "ffn" and k.cache is not None:
+            label, size = k.cache(layer.ffn, CacheContext(T, pad, kv_b, act_b, state_b, swa_extra_block,
+                                                          card.hidden_size))
+            rows.append((i, label, size))
     for i, layer in enumerate(card.layers):       # a second mixer beside the first keeps its own state
         if layer.parallel_mixer is not None:
             rows.append(_mixer_row(i, layer.parallel_mixer, T, pad, kv_b, act_b, state_b, swa_extra_block))

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from archprobe.kinds import BY_NN_KIND
+from archprobe.kinds import FFNS as FFN_KINDS
 from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
 from archprobe.nn.norm import NORMS, make_norm
 from archprobe.nn.positions import SINUSOIDS, sinusoidal_positions
@@ -24,7 +25,7 @@ from archprobe.nn.residual import RESIDUALS, AttnResState, PseudoQuery
 from archprobe.nn.rope import Rope
 
 MIXERS = tuple(BY_NN_KIND)   # every mixer type a kind spec builds (archprobe.kinds), `none` included
-FFNS = ("dense", "moe", "latent_moe", "none")
+FFNS = ("dense", "moe", "latent_moe", "none", *(k for k, s in FFN_KINDS.items() if s.build is not None))
 BLOCKS = ("pre", "post", "sandwich", "parallel", "parallel_shared", "norm_residual")
 # norm placement -> the layer's module attribute, for the mixer branch and the FFN branch
 MIXER_NORMS = (("pre_mixer", "input_layernorm"), ("post_mixer", "post_mixer_norm"),
@@ -314,7 +315,8 @@ def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
                    glu_limit=cfg.glu_limit, shared_bias=cfg.mlp_bias, weight_on=cfg.moe_weight_on,
                    sparsemixer_eps=cfg.moe_sparsemixer_eps, shared_combine=cfg.shared_combine,
                    bias_on_logits=cfg.moe_bias_on_logits, out_bias=cfg.moe_out_bias)
-    return None
+    spec = FFN_KINDS.get(kind)      # an FFN mechanism with an nn module of its own: its kind's build hook
+    return spec.build(cfg, kind) if spec is not None and spec.build is not None else None
 
 
 class DecoderLayer(nn.Module):
@@ -403,6 +405,16 @@ class DecoderLayer(nn.Module):
             return self._branch(a + b, "post_mixer_norm"), ((c1, c2) if c1 is not None or c2 is not None else None)
         a, c = self.self_attn(h, cache=cache, use_cache=use_cache)
         return self._branch(a, "post_mixer_norm"), c
+
+    @property
+    def stateful_ffn(self) -> bool:
+        """An FFN that keeps a state across tokens (RWKV channel mixing): `ffn(h, state)` -> (out, state)."""
+        return bool(getattr(self.ffn, "stateful", False))
+
+    def stateful_ffn_out(self, x, state):
+        n = getattr(self, "post_attention_layernorm", None)
+        out, state = self.ffn(n(x) if n is not None else x, state)
+        return self._branch(out, "post_ffn_norm"), state
 
     def ffn_out(self, x, pin_input: torch.Tensor | None = None):
         """The FFN branch on x; `pin_input` (MoE only) is the input that chooses the experts."""
@@ -502,8 +514,15 @@ class HybridDecoder(nn.Module):
         else:
             history = [x]
             for i, layer in enumerate(layers):
-                a, c = layer.mixer_out(x, caches[i], use_cache)
-                if layer.parallel:
+                stateful = layer.stateful_ffn      # its cache: (the mixer's, the FFN's state)
+                mc, fc = (caches[i] or (None, None)) if stateful else (caches[i], None)
+                a, c = layer.mixer_out(x, mc, use_cache)
+                if stateful:
+                    x = layer.after_add(x + a, "mixer")
+                    f, fc = layer.stateful_ffn_out(x, fc)
+                    x = layer.after_add(x + f, "ffn")
+                    c = (c, fc) if use_cache or c is not None else None
+                elif layer.parallel:
                     x = x + a + layer.ffn_out(x, pins.get(i))
                 elif layer.block == "norm_residual":     # ffn_out norms its own input: the same n2(x)
                     am, bm, af, bf = layer.norm_residual_scales

@@ -84,6 +84,8 @@ class RwkvTimeMix(nn.Module):
 class RwkvChannelMix(nn.Module):
     """RWKV-4 channel mixing: a squared-ReLU FFN on the token-shifted input, gated by a receptance."""
 
+    stateful = True      # HybridDecoder keeps its last input in the layer's cache
+
     def __init__(self, hidden_size: int, intermediate_size: int):
         super().__init__()
         self.time_mix_key = nn.Parameter(torch.full((1, 1, hidden_size), 0.5))

@@ -23,6 +23,7 @@ from archprobe.structure.widths import mat, mlp_roles
 MIXER_WORDS = WORDS["mixer_block"]
 FFN_WORDS = WORDS["ffn_block"]
 PLACEMENT_WORDS = {p: WORDS[p] for p in ("pre_mixer", "post_mixer", "pre_ffn", "post_ffn")}
+EMBED_NORM_WORDS = WORDS["embed_norm"]
 GATE_WORDS = WORDS["residual_scale"]
 
 
@@ -34,6 +35,8 @@ def _groups(mods: dict[str, Module]) -> dict[str, list[Module]]:
 
 
 def _classify(head: str, group: list[Module], H: int, cfg) -> str:
+    if _kind_ffn(group, H, cfg) is not None:     # an FFN mechanism that knows itself (kinds/rwkv_channel.py)
+        return "ffn"
     if has_moa(group, H):        # an expert bank of attention projections (JetMoE's MoA) is a mixer
         return "mixer"
     if has_bank(group) or (words(head) & FFN_WORDS and has_bank(group, H)):
@@ -55,6 +58,13 @@ def _classify(head: str, group: list[Module], H: int, cfg) -> str:
             return "ffn"
         return "mixer"
     return "loose"
+
+
+def _kind_ffn(group: list[Module], H: int, cfg) -> Bound | None:
+    """An FFN mechanism's own detector (kinds/: its `detect`), tried before the built-in dense / MoE ones."""
+    from archprobe.kinds import FFNS
+
+    return next((b for k in FFNS.values() if k.detect is not None and (b := k.detect(group, H, cfg))), None)
 
 
 def _is_qkv(m: Module, H: int, cfg) -> bool:
@@ -104,9 +114,9 @@ def bind_layer(index: int, layer: dict, H: int, cfg, notes: list[str]) -> tuple[
                 bound.roles = {f"shared.{r}": m for r, m in bound.roles.items()}
                 prefix = "ffn."
         elif kind == "ffn" and not ffn_done:
-            bound = bind_moe(group, H) if has_bank(group) else (
+            bound = _kind_ffn(group, H, cfg) or (bind_moe(group, H) if has_bank(group) else (
                 bind_flat_moe(group, H) if has_bank(group, H) else None) or bind_dense(
-                [m for m in group if len(m.shape) == 2], H, cfg.default("conv1d_transposed"))
+                [m for m in group if len(m.shape) == 2], H, cfg.default("conv1d_transposed")))
             if bound is not None:
                 if bound.part.kind == "dense":
                     bound.leftover += [m for m in group if len(m.shape) != 2]
@@ -181,6 +191,11 @@ def _norms_and_residual(out: Layer, loose: list[Module], H: int, cfg, roles: dic
         queries = [q for q in queries if q not in qs]
         out.residual = Residual("attnres", block_size=cfg.first_int("attn_res_block_size"))
     other += queries
+    # a norm on the embeddings kept inside the first block (RWKV's blocks.0.pre_ln): the model's, not the layer's
+    emb = [v for v in vecs if words(v.path) & EMBED_NORM_WORDS] if index == 0 and len(vecs) == 3 else []
+    if len(emb) == 1:
+        roles["embed_norm"] = emb[0]
+        vecs.remove(emb[0])
     # norms
     layer_norm = _norm_kind(cfg)
     placements = _placements(vecs, cfg, out)

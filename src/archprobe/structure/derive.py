@@ -69,8 +69,10 @@ def derive(raw: RawCheckpoint) -> Derived:
         card.layers.append(lay)
         layer_modules[i] = {r: m for r, m in lroles.items()}
         for r, m in lroles.items():
-            for suffix, e in m.entries():
-                card.tensors[f"layers.{pos}.{r}{suffix}"] = e.name
+            for suffix, e in m.entries():     # embed_norm: the embeddings' norm inside block 0 (RWKV)
+                card.tensors[f"{r}{suffix}" if r == "embed_norm" else f"layers.{pos}.{r}{suffix}"] = e.name
+            if r == "embed_norm":
+                card.embed.norm = "layer" if m.bias is not None else "rms"
         for m in unexplained:
             card.unexplained += [e.name for _, e in m.entries()]
     _ssm_norms_are_rms(card, cfg)

@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 
 from archprobe import kinds
 from archprobe.errors import ArchprobeError
+from archprobe.kinds import FFNS as FFN_KINDS
 
 LAYER_ROLE = re.compile(r"^layers\.(\d+)\.(mixer|parallel_mixer|ffn|norm|residual)\.(.+)$")
 BARE = ("sinks", "A_log", "D", "dt_bias", "slope_rate", "a_param", "dt_norm", "b_norm", "c_norm", "lambda_q1",
-        "lambda_k1", "lambda_q2", "lambda_k2", "experts.q", "experts.o")   # parameters without a `.weight` leaf
+        "lambda_k1", "lambda_q2", "lambda_k2", "experts.q", "experts.o",      # parameters without a `.weight` leaf
+        "time_decay", "time_first", "time_mix_key", "time_mix_value", "time_mix_receptance")   # RWKV
 
 # Gated DeltaNet roles stored apart (q/k/v and their convs) or all in one (`in_proj`): joined or split at load
 GDN_SOURCES = ("q", "k", "v", "q_conv", "k_conv", "v_conv", "in_proj")
@@ -208,11 +210,16 @@ def _layer_fields(card, i: int, roles: set[str]) -> dict:
         out["parallel_mixer"] = _parallel_fields(card, i, roles, out)
     # FFN
     fk = f.kind
+    ffn_spec = FFN_KINDS.get(fk)
+    if ffn_spec is not None and ffn_spec.build is not None:   # an FFN mechanism's own nn module (kinds/)
+        out["ffn"] = fk
+        out["intermediate_size"] = need_field(f.width, f"{p}.ffn.width")
+        fk = "none"      # nothing of the built-in MLP / MoE fields below
     if fk == "unknown":
         raise NeedsField(f"{p}.ffn.kind", "dense, moe, latent_moe or none")
     if fk not in ("dense", "moe", "latent_moe", "none"):
         raise Unsupported(f"{p}.ffn.kind {fk!r}")
-    out["ffn"] = fk
+    out.setdefault("ffn", fk)
     if fk != "none":
         from archprobe.nn.activations import ACTIVATIONS, LEARNED
 
@@ -525,6 +532,11 @@ def _layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
         return name if stem in BARE and not bias else name + suffix
     # ffn
     ffn = _ffn_module(cfg, i)
+    own = (kinds.FFNS[cfg.ffn_types[i]].roles or {}) if cfg.ffn_types[i] in kinds.FFNS else {}
+    if own:                      # an FFN mechanism's roles (kinds/<kind>.py), vectors stored bare
+        if stem not in own:
+            return None
+        return f"{ffn}.{own[stem]}" + ("" if stem in BARE and not bias else suffix)
     if ffn == "mlp":
         if stem.startswith("act.") and not bias:    # a learned activation's own tensors (xIELU alpha_p, ...)
             return f"mlp.act_fn.{stem[4:]}"
