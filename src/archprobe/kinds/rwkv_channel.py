@@ -24,27 +24,26 @@ def detect(mods, H, cfg):
     break the tie only when F == H."""
     from archprobe.structure.bind_ffn import Bound, ev
     from archprobe.structure.card import Ffn
-    from archprobe.structure.modules import words
+    from archprobe.structure.names import rank, says
 
     mixes = [m for m in mods if m.shape == (1, 1, H)]
     mats = [m for m in mods if len(m.shape) == 2]
     if len(mixes) != 2 or len(mats) != 3 or len(mods) != 5:
         return None
     square = [m for m in mats if m.shape == (H, H)]
-    named = lambda pool, *ws: sorted(pool, key=lambda m: (not words(m.path) & set(ws), m.path))  # noqa: E731
-    receptance = named(square, "receptance", "r")[0] if square else None
+    receptance = rank(square, "rwkv_receptance")[0] if square else None
     rest = [m for m in mats if m is not receptance]
     if receptance is None or len(rest) != 2:
         return None
     a, b = rest
     if a.shape != (b.shape[1], b.shape[0]) or H not in a.shape:
         return None
-    key = a if a.shape[1] == H and (a.shape != b.shape or words(a.path) & {"key", "k"}) else b
+    key = a if a.shape[1] == H and (a.shape != b.shape or says(a.path, "k")) else b
     value = b if key is a else a
     if key.shape[1] != H or value.shape[0] != H:
         return None
     F = key.shape[0]
-    mk, mr = named(mixes, "time_mix_key", "key", "k")
+    mk, mr = rank(mixes, "rwkv_mix_key")
     f = Ffn("rwkv_channel", activation="relu2", gated=False, bias=False, width=F)
     f.evidence = [ev(mk, f"two token-shift mixes [1, 1, {H}] and a receptance gate [{H}, {H}]: RWKV-4 "
                          f"channel mixing {H} -> {F} -> {H}")]

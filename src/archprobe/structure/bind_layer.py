@@ -23,7 +23,7 @@ from archprobe.structure.widths import mat, mlp_roles
 MIXER_WORDS = WORDS["mixer_block"]
 FFN_WORDS = WORDS["ffn_block"]
 PLACEMENT_WORDS = {p: WORDS[p] for p in ("pre_mixer", "post_mixer", "pre_ffn", "post_ffn")}
-EMBED_NORM_WORDS = WORDS["embed_norm"]
+EMBED_NORM_WORDS = WORDS["block0_embed_norm"]
 GATE_WORDS = WORDS["residual_scale"]
 
 

@@ -76,7 +76,7 @@ WORDS: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "bias": {"bias"},                                                     # GPT-NeoX-Japanese dense_bias
     "attn_residual_query": {"self_attention_res_proj", "attn", "attention"},  # Attention Residuals' queries
     "residual_scale": {"gate", "scale", "alpha", "gamma", "lambda", "res"},   # Gemma-3n, Cohere2 layer scalars
-    "embed_norm": {"pre_ln", "ln0", "ln_emb"},   # RWKV: the embedding's LayerNorm stored in block 0
+    "block0_embed_norm": {"pre_ln", "ln0", "ln_emb"},   # RWKV: the embedding's LayerNorm stored in block 0
     # --- model level ---
     "embed_norm": {"word_embeddings_layernorm", "embed", "embeddings", "emb", "embedding_norm", "ln_embd"},  # BLOOM
     "lm_head": {"lm_head", "head", "output", "unembed", "embed_out", "classifier", "logits"},
