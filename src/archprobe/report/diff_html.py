@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from archprobe.report.html import e, fmt, num
+from archprobe.report.svg import STRIP_LABEL_W, STRIP_ROW_H, strip_axis, strip_geometry
 
 
 def _shade(value, lo: float, hi: float) -> str:
@@ -42,9 +43,8 @@ def error_strip(data: dict | None, forward: dict | None) -> str:
              if isinstance(r.get("layer"), int) and r.get("compared")}
         rows.append(("hidden", h, set()))
     n = max([max(v, default=-1) + 1 for _, v, _ in rows] + [1])
-    cell = max(4, min(18, 960 // n))
-    label_w, row_h = 70, 18
-    width, height = label_w + n * cell + 10, len(rows) * (row_h + 4) + 22
+    label_w, row_h = STRIP_LABEL_W, STRIP_ROW_H
+    cell, width, height = strip_geometry(n, len(rows))
     parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' role='img' "
              "aria-label='per-layer error' id='diff-strip'>"]
     for r, (name, values, flagged) in enumerate(rows):
@@ -57,8 +57,7 @@ def error_strip(data: dict | None, forward: dict | None) -> str:
             parts.append(f"<rect id='diff-{name}-{i}' x='{label_w + i * cell}' y='{y}' width='{cell - 1}' "
                          f"height='{row_h}' fill='{_shade(v, lo, hi)}'{stroke} data-value='{e(v)}'>"
                          f"<title>layer {i}: {name} {fmt(v, '.3e')}</title></rect>")
-    for i in range(0, n, max(1, n // 12)):
-        parts.append(f"<text x='{label_w + i * cell}' y='{height - 4}' font-size='9'>{i}</text>")
+    parts += strip_axis(n, cell, height)
     parts.append("</svg>")
     return "".join(parts)
 

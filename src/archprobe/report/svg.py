@@ -21,13 +21,27 @@ def color(kind: str) -> str:
     return PALETTE.get(kind) or colour(kind)
 
 
+STRIP_LABEL_W, STRIP_ROW_H = 70, 18     # a per-layer strip: the row labels' width, one row's height
+
+
+def strip_geometry(n: int, rows: int) -> tuple[int, int, int]:
+    """(cell width, svg width, svg height) of a per-layer strip of `n` columns and `rows` rows over an index axis."""
+    cell = max(4, min(18, 960 // n))
+    return cell, STRIP_LABEL_W + n * cell + 10, rows * (STRIP_ROW_H + 4) + 22
+
+
+def strip_axis(n: int, cell: int, height: int) -> list[str]:
+    """The layer indices under a strip (about a dozen of them)."""
+    return [f"<text x='{STRIP_LABEL_W + i * cell}' y='{height - 4}' font-size='9'>{i}</text>"
+            for i in range(0, n, max(1, n // 12))]
+
+
 def layer_strip(layers: list[dict]) -> str:
     """One column per layer, rows mixer / FFN / residual; each cell is a link target #layer-N."""
     n = max(1, len(layers))
-    cell = max(4, min(18, 960 // n))
     rows = ("mixer", "ffn", "residual")
-    label_w, row_h = 70, 18
-    width, height = label_w + n * cell + 10, len(rows) * (row_h + 4) + 22
+    label_w, row_h = STRIP_LABEL_W, STRIP_ROW_H
+    cell, width, height = strip_geometry(n, len(rows))
     parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' role='img' "
              f"aria-label='layer plan' id='layer-strip'>"]
     for r, row in enumerate(rows):
@@ -40,8 +54,7 @@ def layer_strip(layers: list[dict]) -> str:
             parts.append(f"<rect id='layer-{index}-{row}' x='{x}' y='{y}' width='{cell - 1}' "
                          f"height='{row_h}' fill='{color(kind)}' data-kind='{escape(kind)}'><title>layer "
                          f"{index}: {row} {escape(kind)}</title></rect>")
-    for i in range(0, n, max(1, n // 12)):
-        parts.append(f"<text x='{label_w + i * cell}' y='{height - 4}' font-size='9'>{i}</text>")
+    parts += strip_axis(n, cell, height)
     parts.append("</svg>")
     return "".join(parts)
 
