@@ -1,7 +1,8 @@
 """The registry of mechanisms: one module per mixer kind (kinds/gqa.py ... kinds/short_conv.py) or FFN kind
 beyond kinds/ffn.py's (kinds/rwkv_channel.py), each defining
 its `Kind` (spec.py): label and colour, feature id and attrs, the cache formula memory sums, the HybridConfig
-fields validate reads from the card, the nn module it builds and the roles it binds. Every stage reads it
+fields validate reads from the card, the nn module it builds, the roles it binds and how its layers are detected
+(`detect`, tried in `detect_order`: mixer_detectors). Every stage reads it
 instead of lists of its own, so a kind is handled everywhere or refused by name; adding a mechanism is its
 module here (found by name, no list to edit), its nn module and its tests (tests/structure/
 test_kinds_registry.py walks the registry)."""
@@ -33,7 +34,28 @@ for _k in (*MIXERS.values(), ABSENT["none"]):
         if _nk is not None:
             BY_NN_KIND.setdefault(_nk, _k)
 
-__all__ = ["ABSENT", "ALL", "BY_NN_KIND", "FFNS", "MIXERS", "CacheContext", "Kind", "colour", "label"]
+__all__ = ["ABSENT", "ALL", "BY_NN_KIND", "FFNS", "MIXERS", "CacheContext", "Kind", "colour", "label",
+           "mixer_detectors"]
+
+
+def mixer_detectors() -> list:
+    """The mixer kinds' detectors in the order structure/bind_mixer.py tries them: by `detect_order`, then
+    name; a detector several kinds share (kinds/attention.py's gqa / mha / mqa) once. Read from MIXERS at each
+    call. The order is the precedence between readings of the same shapes:
+
+    * 0: a new mechanism with a signature of its own (the default)
+    * 10: RWKV-4 (token-shift mixes and per-channel decay / bonus vectors)
+    * 20-70, layers with depthwise convs: KDA (three q / k / v convs or one fused, a per-channel decay bias),
+      RG-LRU (block-diagonal gates), Mamba (an A grid [C, N]), Mamba-2 (three per-head vectors), Gated
+      DeltaNet (two; or split q / k / v convs), a short-conv block (a conv on the hidden width)
+    * 100-140, layers without them: MoA (an expert bank of attention projections), MLA (a rank bottleneck with
+      a latent norm), low-rank K/V (one without), lightning attention (a per-head decay rate), and softmax
+      attention, the most general reading of matrices, last."""
+    out: list = []
+    for k in sorted(MIXERS.values(), key=lambda k: (k.detect_order, k.name)):
+        if k.detect is not None and k.detect not in out:
+            out.append(k.detect)
+    return out
 
 
 def label(kind: str) -> str:

@@ -4,6 +4,7 @@ MQA (one K/V head for all). One module, archprobe.nn.attention.Attention, runs a
 from __future__ import annotations
 
 import math
+import re
 
 from archprobe.kinds.formulas import kv_cache
 from archprobe.kinds.spec import CacheContext, Kind
@@ -109,8 +110,196 @@ def build(cfg, kind):
                      value_scale=cfg.attn_value_scale)
 
 
+def _value_heads_apart(readers, Wo, nh):
+    """(q, k, v) where the value heads differ in width from the q/k heads (MiMo-V2-Flash: 192 vs 128):
+    q = nh dqk, k = kvh dqk, v = kvh dv and o reads nh dv, so Wq / Wk = Wo / Wv with Wv != Wk. Three widths:
+    the one assignment that fits (the widest of q and k being q). Two equal widths wider than the third, the
+    third being o's own width: q and k of as many heads (names order them) and the values (kvh = nh); the usual
+    layout has its equal pair (k, v) no wider than q. None otherwise."""
+    from archprobe.structure.names import rank
+
+    if not nh or len(readers) != 3 or Wo % nh:
+        return None
+    widths = {w for _, w in readers}
+    if len(widths) == 3:
+        fits = [(q, k, v) for q, wq in readers for k, wk in readers for v, wv in readers
+                if len({id(q), id(k), id(v)}) == 3 and wq > wk and wq * wv == wk * Wo and wv != wk
+                and wq % nh == 0 and wk % (wq // nh) == 0]
+        return fits[0] if len(fits) == 1 else None
+    pair_w = max(widths)
+    pair = [m for m, w in readers if w == pair_w]
+    odd = [(m, w) for m, w in readers if w != pair_w]
+    if len(pair) != 2 or len(odd) != 1 or odd[0][1] != Wo or pair_w % nh:
+        return None
+    q, k = rank(pair, "q", "k")
+    return q, k, odd[0][0]
+
+
+def detect(mods, H, cfg):
+    """Softmax attention: one writer [H, Wo] and readers [Wq | Wk | Wv, H] (or one fused reader; Conv1D
+    checkpoints store them transposed, biases or the config say which); Wk < Wq means fewer K/V heads, so the
+    kind is gqa, mha or mqa by the head counts. Per-head [hd] vectors are q/k norms (four: differential
+    attention's lambdas), an [nh] vector the attention sinks. Tried last: the most general reading of
+    matrices, and no depthwise convs (a layer with them is the conv kinds'). Names break ties only between
+    same-shaped tensors (q vs k vs v)."""
+    from archprobe.structure.bind_ffn import Bound, ev
+    from archprobe.structure.card import Mixer
+    from archprobe.structure.mixer_shapes import bind_roles, depthwise_convs, gates_and_indexer
+    from archprobe.structure.names import rank, says
+    from archprobe.structure.widths import bias_says_transposed, split_io
+
+    if depthwise_convs(mods):
+        return None
+    mats = [m for m in mods if len(m.shape) == 2 and not says(m.path, "indexer") and m.shape != (1, H)]
+    if not mats:
+        return None
+    hint = bias_says_transposed(mats)
+    if hint is None:
+        hint = cfg.default("conv1d_transposed")
+    for transposed in ([hint] if hint is not None else [False, True]):
+        readers, writers = split_io(mats, H, transposed)
+        if len(writers) == 1 and readers:
+            break
+    else:
+        return None
+    o, Wo = writers[0]
+    nh = cfg.first_int("num_attention_heads", "n_head", "n_heads", "num_heads", "attention_heads",
+                       "decoder_attention_heads")
+    hd = cfg.first_int("head_dim", "kv_channels", "attention_head_size")
+    kvh = cfg.first_int("num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num",
+                        "n_head_kv", "num_kv")
+    pool = list(mods)
+    vecs = [m for m in pool if len(m.shape) == 1]
+    mixer = Mixer("gqa")
+    if transposed:
+        mixer.layout["transposed"] = True
+    b = Bound(mixer)
+    roles = [("o", o)]
+    if not nh and hd:
+        nh = Wo // hd
+    per_head = [v for v in vecs if hd and v.shape == (hd,)] or [v for v in vecs if nh and v.shape[0] * nh == Wo]
+    if not hd and nh and Wo % nh == 0:
+        hd = Wo // nh
+    if not nh and per_head:
+        hd = per_head[0].shape[0]
+        nh = Wo // hd if Wo % hd == 0 else None
+    if len(readers) == 1:
+        qkv, W = readers[0]
+        if nh and hd and (not kvh or (nh + 2 * kvh) * hd != W) and W > nh * hd and (W - nh * hd) % (2 * hd) == 0:
+            kvh = (W - nh * hd) // (2 * hd)    # the shape over the config (Falcon's multi_query keeps num_kv_heads)
+        if not (nh and hd and kvh and (nh + 2 * kvh) * hd == W) and W == 3 * Wo:
+            kvh = nh
+        mixer.fused_qkv = True
+        if nh and hd and kvh:
+            mixer.layout["qkv_split"] = [nh * hd, kvh * hd, kvh * hd]
+            layout = cfg.default("qkv_layout")
+            if not layout and kvh == nh and cfg.get("use_parallel_residual") is not None:
+                layout = "per_head"   # GPT-NeoX's own key: its lineage fuses qkv per head (a tie-break, no row)
+            if layout:
+                mixer.layout["qkv_interleaved"] = layout
+        roles.append(("qkv", qkv))
+        mixer.evidence = [ev(qkv, f"fused QKV projection [{W}, H]")]
+        Wq = Wo
+    else:
+        by_width: dict[int, list] = {}
+        for m, w in readers:
+            by_width.setdefault(w, []).append(m)
+        kv_w = next((w for w, ms in sorted(by_width.items()) if len(ms) == 2 and w != Wo and w != 2 * Wo), None)
+        qkv_v = _value_heads_apart(readers, Wo, nh)
+        if qkv_v is not None:         # value heads of another width than q/k heads (MiMo-V2-Flash)
+            q, k, v = qkv_v
+            hd = (q.shape[1] if transposed else q.shape[0]) // nh
+            mixer.v_head_dim = Wo // nh
+            kv_w = k.shape[1] if transposed else k.shape[0]
+            rest = [m for m, w in readers if m not in qkv_v]
+        elif kv_w is not None:
+            k, v = rank(by_width[kv_w], "k", "v")
+            rest = [m for m, w in readers if m not in (k, v)]
+            q = next(iter(rank(rest, "q")), None)
+            rest = [m for m in rest if m is not q]
+        else:
+            same = rank([m for m, w in readers if w == Wo], "q", "k", "v")
+            rest = [m for m, w in readers if w != Wo]
+            q = next(iter(rank([m for m, w in readers if w == 2 * Wo], "q")), None)
+            if q is not None:
+                rest.remove(q)
+                k, v = (same + [None, None])[:2]
+                rest += same[2:]
+            else:
+                q, k, v = (same + [None] * 3)[:3]
+                rest += same[3:]
+            kv_w = k.shape[0] if k is not None and not transposed else (k.shape[1] if k is not None else None)
+        Wq = (q.shape[1] if transposed else q.shape[0]) if q is not None else Wo
+        if kv_w and hd and not cfg.first_int("num_key_value_heads", "n_kv_heads", "num_kv_heads",
+                                              "multi_query_group_num", "n_head_kv"):
+            kvh = kv_w // hd if kv_w % hd == 0 else None
+        elif kv_w and hd:
+            kvh = kv_w // hd if kv_w % hd == 0 else kvh
+        roles += [("q", q), ("k", k), ("v", v)]
+        if Wq == 2 * Wo:
+            mixer.output_gate = "fused_in_q_proj"
+        gate = next((m for m in rest if (m.shape[0] if not transposed else m.shape[1]) == Wo), None)
+        if gate is not None:
+            roles.append(("g", gate))
+            mixer.output_gate = "sigmoid_g_proj"
+        if q is not None and k is not None:
+            mixer.evidence = [ev(q, f"query projection {list(q.shape)}"),
+                              ev(k, f"key projection {list(k.shape)}: {kvh} KV heads of {hd}")]
+    mixer.num_heads, mixer.head_dim, mixer.num_kv_heads = nh, hd, kvh
+    if kvh and nh:
+        mixer.kind = "mqa" if kvh == 1 and nh > 1 else "mha" if kvh == nh else "gqa"
+    mixer.bias = {r: (m.bias is not None) for r, m in roles if m is not None}
+    # q/k norms: per head [hd] or full [nh*hd] / [kvh*hd]
+    norms = [v for v in vecs if v.shape[0] in {x for x in (hd, (nh or 0) * (hd or 0), (kvh or 0) * (hd or 0)) if x}]
+    if len(norms) == 4 and all(v.shape == (hd,) for v in norms) and all(v.bias is None for v in norms):
+        # differential attention: lambda_q1, lambda_k1, lambda_q2, lambda_k2 re-weight two softmax maps
+        # (the pair a vector belongs to changes lambda's sign, so only its name can say: `q1`, `k2`, ...; a name
+        # that does not say keeps its leaf as role, which validate refuses rather than guess)
+        for v in sorted(norms, key=lambda v: v.path):
+            tag = re.search(r"([qk])_?([12])$", v.leaf)
+            roles.append((f"lambda_{tag.group(1)}{tag.group(2)}" if tag else f"lambda.{v.leaf}", v))
+        mixer.layout["differential"] = True
+        norms = []
+    if len(norms) >= 2:
+        qn, kn = rank(norms, "q_norm", "k_norm")[:2]
+        if nh and kvh and nh != kvh and qn.shape[0] == (kvh or 0) * (hd or 0) and kn.shape[0] == nh * hd:
+            qn, kn = kn, qn
+        if qn.shape[0] != hd and nh and kvh and hd and (qn.shape[0], kn.shape[0]) != (nh * hd, kvh * hd):
+            norms = []    # two [H] vectors that do not fit q and k (DBRX keeps its layer norms in here)
+        else:
+            roles += [("q_norm", qn), ("k_norm", kn)]
+            mixer.qk_norm = "per_head" if qn.shape[0] == hd else "full"
+    if len(norms) < 2 and nh and hd:        # per-head norm weights stored [heads, hd] (Cohere's qk LayerNorm)
+        grid = [m for m in pool if len(m.shape) == 2 and m.shape[1] == hd and m.shape[0] in (nh, kvh)
+                and m not in [r[1] for r in roles]]
+        if len(grid) >= 2:
+            qn = next((m for m in grid if m.shape[0] == nh), grid[0])
+            kn = next((m for m in grid if m is not qn), None)
+            roles += [("q_norm", qn), ("k_norm", kn)]
+            mixer.qk_norm = "per_head_weights"
+    sinks = next((v for v in vecs if nh and v.shape == (nh,) and v not in [r[1] for r in roles]), None)
+    if sinks is not None:
+        roles.append(("sinks", sinks))
+        mixer.sinks = True
+    v_mod = next((m for r, m in roles if r == "v"), None)
+    if v_mod is not None and kvh:       # a dynamic mask from the values: dt [kv heads, Wv] and A [kv heads] (Doge)
+        vw = v_mod.shape[1] if transposed else v_mod.shape[0]
+        dt = next((m for m in pool if len(m.shape) == 2 and m.shape == (kvh, vw)), None)
+        a_vec = next((m for m in pool if m.shape == (kvh,)), None)
+        if dt is not None and a_vec is not None:
+            roles += [("mask_dt", dt), ("mask_A", a_vec)]
+            mixer.layout["dynamic_mask"] = True
+    bind_roles(b, pool, roles)
+    gates_and_indexer(b, pool, H, nh, o)
+    mixer.evidence.append(ev(o, f"output projection [H, {Wo}]"))
+    mixer.confidence = 0.9 if nh and hd and kvh else 0.6
+    b.leftover = pool
+    return b
+
+
 _COMMON = dict(attrs=attrs, required=("num_heads", "num_kv_heads", "head_dim"), cache=cache, act_width=act_width,
-               eager_score_copies=2, nn_kind="gqa", fields=fields, build=build, roles=ROLES)
+               eager_score_copies=2, nn_kind="gqa", fields=fields, build=build, roles=ROLES,
+               detect=detect, detect_order=140)
 KINDS = [
     Kind("gqa", "mixer", "GQA", "#e0a35a", "attention.gqa", nn_variants=("swa", "gqa_headgate", "gqa_indexer"),
          **_COMMON),

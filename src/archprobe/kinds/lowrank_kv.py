@@ -30,6 +30,52 @@ def build(cfg, kind):
                               cfg.kv_compression_rank or d, cfg.rope_theta)
 
 
+def detect(mods, H, cfg):
+    """A shared low-rank K/V without MLA's latent norm and rope key: a down-projection [r, H] (r <= H/4, no
+    norm of width r) read back by one [X, r] up-projection (or a k / v pair). Tried after MLA, whose latent
+    norm settles a rank bottleneck first; no depthwise convs (a layer with them is the conv kinds')."""
+    from archprobe.structure.bind_ffn import Bound, ev
+    from archprobe.structure.card import Mixer
+    from archprobe.structure.mixer_shapes import bind_roles, depthwise_convs
+    from archprobe.structure.names import rank, says
+
+    if depthwise_convs(mods):
+        return None
+    mats = [m for m in mods if len(m.shape) == 2 and not says(m.path, "indexer")]
+    vecs = [m for m in mods if len(m.shape) == 1 and not says(m.path, "indexer")]
+    cands = []
+    for down in mats:
+        r = down.shape[0]
+        if down.shape[1] != H or r > H // 4 or any(n.shape == (r,) for n in vecs):
+            continue
+        ups = [u for u in mats if u is not down and u.shape[1] == r and u.shape[0] != H]
+        if ups:
+            cands.append((r, down.path, down, ups))
+    if not cands:
+        return None
+    _, _, down, ups = min(cands, key=lambda c: c[:2])
+    pool = list(mods)
+    r = down.shape[0]
+    nh = cfg.first_int("num_attention_heads", "n_heads", "num_heads")
+    mixer = Mixer("lowrank_kv", num_heads=nh, kv_lora_rank=r, cache_width_per_token=r, confidence=0.75)
+    mixer.evidence = [ev(down, f"shared K/V down-projection H={H} -> {r}: cache width {r} vs hidden {H}"),
+                      ev(ups[0], f"up-projection from the {r}-wide latent")]
+    b = Bound(mixer)
+    writer = next((m for m in pool if len(m.shape) == 2 and m.shape[0] == H and m.shape[1] != r), None)
+    q = next((m for m in pool if len(m.shape) == 2 and m.shape[1] == H and m not in (down, writer)), None)
+    up_roles = [("kv_b", ups[0])] if len(ups) == 1 else list(zip(("k_b", "v_b"), rank(ups, "kv_up_k", "kv_up_v"),
+                                                                                   strict=False))
+    if q is not None and writer is not None:
+        hd = cfg.first_int("head_dim") or (writer.shape[1] // nh if nh else None)
+        mixer.head_dim = hd
+        if hd and ups[0].shape[0] % hd == 0:
+            mixer.num_kv_heads = ups[0].shape[0] // hd // (2 if len(ups) == 1 else 1)
+    bind_roles(b, pool, (("kv_a", down), *up_roles, ("q", q), ("o", writer)))
+    b.leftover = pool
+    return b
+
+
 KINDS = [Kind("lowrank_kv", "mixer", "LowRankKV", "#b5651d", "attention.kv_compression", attrs,
               required=("cache_width_per_token",), cache=cache,
-              eager_score_copies=2, nn_kind="lowrank_kv", fields=fields, build=build, roles={})]
+              eager_score_copies=2, nn_kind="lowrank_kv", fields=fields, build=build, roles={},
+              detect=detect, detect_order=120)]

@@ -42,8 +42,50 @@ def build(cfg, kind):
                       ssm_norm_eps=cfg.mamba_ssm_norm_eps)
 
 
+def detect(mods, H, cfg):
+    """Mamba (v1, Jamba): A_log [C, N] over the conv's width C beside D [C], x_proj [dt_rank + 2N, C] and
+    dt_proj [C, dt_rank] (+ bias); Jamba's dt / B / C norms. Tried after RG-LRU (whose block gates settle it)."""
+    from archprobe.structure.bind_ffn import Bound, ev
+    from archprobe.structure.card import Mixer
+    from archprobe.structure.mixer_shapes import bind_roles, one_conv_layer, one_conv_writer, vec_len
+    from archprobe.structure.names import rank
+
+    layer = one_conv_layer(mods)
+    if layer is None:
+        return None
+    pool, conv, vecs, mats = layer.pool, layer.convs[0], layer.vecs, layer.mats
+    C = conv.shape[0]
+    writer = one_conv_writer(mats, H)
+    a_grid = next((m for m in mats if m.shape[0] == C and m.shape[1] <= 256 and m is not writer
+                   and not any(r.shape == (m.shape[1], C) for r in mats)), None)
+    if a_grid is None or not any(vec_len(v) == C for v in vecs):
+        return None
+    C, N = a_grid.shape
+    d = next(v for v in vecs if vec_len(v) == C)
+    x_proj = next((m for m in mats if m.shape[1] == C and m.shape[0] > 2 * N and m is not writer), None)
+    r = x_proj.shape[0] - 2 * N if x_proj is not None else None
+    dt_proj = next((m for m in mats if m.shape == (C, r)), None) if r else None
+    in_proj = next((m for m in mats if m.shape[1] == H and m.shape[0] in (C, 2 * C)), None)
+    mixer = Mixer("mamba", conv_dim=C, conv_kernel=conv.shape[-1], state_size=N, head_dim=C, num_heads=1, dt_rank=r)
+    mixer.evidence = [ev(a_grid, f"A_log [{C}, {N}]: a diagonal state of {N} per channel (Mamba-1)"),
+                      ev(conv, f"depthwise conv [{C}, 1, {conv.shape[-1]}]")]
+    b = Bound(mixer)
+    roles = [("in_proj", in_proj), ("conv1d", conv), ("x_proj", x_proj), ("dt_proj", dt_proj), ("A_log", a_grid),
+             ("D", d), ("out_proj", writer)]
+    small = [v for v in vecs if v is not d and vec_len(v) in (N, r)]       # Jamba's dt / B / C layernorms
+    for v in rank([v for v in small if vec_len(v) == r], "dt_norm")[:1]:
+        roles.append(("dt_norm", v))
+    bc = rank([v for v in small if vec_len(v) == N], "b_norm", "c_norm")
+    roles += list(zip(("b_norm", "c_norm"), bc, strict=False))
+    bind_roles(b, pool, roles)
+    mixer.confidence = 0.85
+    b.leftover = pool
+    return b
+
+
 KINDS = [Kind("mamba", "mixer", "Mamba", "#76a5c9", "ssm.mamba",
               lambda m, H: {"state_size": m.state_size, "conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel},
 
               required=("state_size", "conv_dim", "dt_rank"), recurrent=True, cache=cache, nn_kind="mamba",
-              fields=fields, build=build, roles=ROLES)]
+              fields=fields, build=build, roles=ROLES,
+              detect=detect, detect_order=40)]

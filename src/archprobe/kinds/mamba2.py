@@ -45,7 +45,62 @@ def build(cfg, kind):
                        norm_eps=cfg.rms_norm_eps, norm=cfg.mamba_norm)
 
 
+def detect(mods, H, cfg):
+    """One depthwise conv [C, 1, K] beside three per-head vectors of one length (A_log, D, dt_bias), or a `D`
+    the names call Mamba's where no pair of them stands (Gated DeltaNet's A_log, dt_bias); groups and state
+    size from the config, the rest from the conv's width. Tried after RG-LRU and Mamba-1. Names break ties
+    only between same-shaped tensors (A_log vs D vs dt_bias)."""
+    from archprobe.structure.bind_ffn import Bound, ev
+    from archprobe.structure.card import Mixer
+    from archprobe.structure.mixer_shapes import (
+        bind_roles,
+        head_vector_groups,
+        one_conv_layer,
+        one_conv_writer,
+        take,
+        vec_len,
+        vectors_by_length,
+    )
+    from archprobe.structure.names import rank, says
+
+    layer = one_conv_layer(mods)
+    if layer is None:
+        return None
+    pool, conv, vecs = layer.pool, layer.convs[0], layer.vecs
+    C, K = conv.shape[0], conv.shape[-1]
+    triple, pair = head_vector_groups(vecs, C)
+    if triple is None and (pair is not None or not any(says(v.path, "ssm_d") for v in vecs)):
+        return None
+    writer = one_conv_writer(layer.mats, H)
+    b = Bound(Mixer("unknown"))
+    heads_v = triple or next(iter(vectors_by_length(vecs).values()))
+    nh = vec_len(heads_v[0])
+    a_log, d, dt = (rank(heads_v, "a_log", "ssm_d", "dt_bias") + [None] * 3)[:3]
+    for m in (a_log, d, dt):
+        take(pool, m)
+    b.roles.update({k: m for k, m in (("A_log", a_log), ("D", d), ("dt_bias", dt)) if m is not None})
+    inner = writer.shape[1] if writer is not None else None
+    norm = next((v for v in pool if len(v.shape) == 1 and v.shape[0] == inner), None)
+    reader = next((m for m in pool if len(m.shape) == 2 and m.shape[1] == H and m is not writer), None)
+    N = cfg.first_int("ssm_state_size", "mamba_d_state", "state_size", "d_state")
+    G = cfg.first_int("n_groups", "mamba_n_groups", "ngroups")
+    if N and not G and inner and C > inner:
+        G = (C - inner) // (2 * N) or None
+    if G and not N and inner and C > inner:
+        N = (C - inner) // (2 * G) or None
+    mixer = Mixer("mamba2", num_heads=nh, head_dim=inner // nh if inner and nh else None, state_size=N,
+                  n_groups=G, conv_dim=C, conv_kernel=K)
+    mixer.evidence = [ev(heads_v[0], f"per-head vectors ({nh}) x{len(heads_v)} (A_log, D, dt_bias): Mamba-2"),
+                      ev(conv, f"depthwise conv [{C}, 1, {K}]")]
+    b.part = mixer
+    bind_roles(b, pool, (("in_proj", reader), ("conv1d", conv), ("norm", norm), ("out_proj", writer)))
+    b.part.confidence = 0.85
+    b.leftover = pool
+    return b
+
+
 KINDS = [Kind("mamba2", "mixer", "Mamba2", "#7fb3d5", "ssm.mamba2", attrs,
               required=("num_heads", "head_dim", "state_size", "conv_dim"), recurrent=True, cache=cache,
               nn_kind="mamba2",
-              fields=fields, build=build, roles=ROLES)]
+              fields=fields, build=build, roles=ROLES,
+              detect=detect, detect_order=50)]

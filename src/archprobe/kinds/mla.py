@@ -80,8 +80,78 @@ def build(cfg, kind):
                                     head_gate_act=cfg.mla_head_gate)
 
 
+ROPE_MAX = 256     # the widest decoupled rope key a KV down-projection may carry beside its latent
+
+
+def detect(mods, H, cfg):
+    """A rank bottleneck: a KV down-projection [w, H] (w <= H/2) whose latent [r] has a norm and is read back
+    by an [X, r] up-projection; w - r is the decoupled rope key; optionally a q-LoRA pair [r_q, H] -> [X, r_q].
+    No depthwise convs (a layer with them is the conv kinds'). Names break ties only between candidates of the
+    same shape (kv vs q down-projections, the output vs an output gate)."""
+    from archprobe.structure.bind_ffn import Bound, ev
+    from archprobe.structure.card import Mixer
+    from archprobe.structure.mixer_shapes import bind_roles, depthwise_convs, gates_and_indexer, output_projection, take
+    from archprobe.structure.names import says
+
+    if depthwise_convs(mods):
+        return None
+    mats = [m for m in mods if len(m.shape) == 2 and not says(m.path, "indexer")]
+    vecs = [m for m in mods if len(m.shape) == 1 and not says(m.path, "indexer")]
+    kvs, qs = [], []
+    for down in mats:
+        w, inp = down.shape
+        if inp != H or w > H // 2:
+            continue
+        for up in mats:
+            if up is down:
+                continue
+            r = up.shape[1]
+            norm = next((n for n in vecs if n.shape == (r,)), None)
+            if r < w <= r + ROPE_MAX and up.shape[0] > r and norm is not None:
+                kvs.append((w - r, not says(down.path, "mla_kv_down"), down.path,
+                            (down, norm, up)))
+            elif r == w and up.shape[0] > w and up.shape[1] != H:
+                qs.append((not says(down.path, "mla_q_down"), down.path, (down, norm, up)))
+    if not kvs:
+        return None
+    kv = min(kvs, key=lambda t: t[:3])[3]
+    qs = [q for q in qs if q[2][0] is not kv[0] and q[2][2] is not kv[2]]
+    q_lora = min(qs, key=lambda t: t[:2])[2] if qs else None
+    pool = list(mods)
+    down, norm, up = kv
+    r, rope = up.shape[1], down.shape[0] - up.shape[1]
+    taken = (down, up, *(q_lora[0::2] if q_lora else ()))    # the q-LoRA up [heads * d, r] may be [H, r] too
+    writer = output_projection([m for m in mats if m.shape[0] == H and all(m is not t for t in taken)])
+    nh = cfg.first_int("num_attention_heads", "n_heads", "num_heads")
+    v_dim = writer.shape[1] // nh if writer is not None and nh else cfg.first_int("v_head_dim")
+    nope = up.shape[0] // nh - v_dim if nh and v_dim else cfg.first_int("qk_nope_head_dim")
+    mixer = Mixer("mla", num_heads=nh, kv_lora_rank=r, rope_dim=rope, nope_dim=nope, v_head_dim=v_dim,
+                  q_lora_rank=q_lora[2].shape[1] if q_lora else None, cache_width_per_token=down.shape[0],
+                  head_dim=(nope + rope) if nope is not None else None)
+    mixer.evidence = [ev(down, f"KV down-projection H={H} -> {down.shape[0]} = latent {r} + rope {rope}"),
+                      ev(norm, f"norm on the {r}-wide latent"),
+                      ev(up, f"up-projection from the {r}-wide latent to K/V of all heads")]
+    b = Bound(mixer)
+    roles = [("kv_a", down), ("kv_a_norm", norm), ("kv_b", up), ("o", writer)]
+    if q_lora is not None:
+        roles += [("q_a", q_lora[0]), ("q_a_norm", q_lora[1]), ("q_b", q_lora[2])]
+        mixer.evidence.append(ev(q_lora[0], f"query low-rank down-projection (q-LoRA {q_lora[2].shape[1]})"))
+    else:
+        q = next((m for m in mats if m.shape[1] == H and m not in (down, writer) and m.shape[0] > down.shape[0]), None)
+        roles.append(("q", q))
+    bind_roles(b, pool, roles)
+    rope_norm = next((m for m in pool if m.shape == (rope,) and not says(m.path, "indexer")), None) if rope else None
+    if rope_norm is not None:                 # a norm on the decoupled rope key alone (dots)
+        b.roles["k_rope_norm"] = take(pool, rope_norm)
+    gates_and_indexer(b, pool, H, nh, writer)
+    mixer.confidence = 0.95
+    b.leftover = pool
+    return b
+
+
 # tensor parallel: one latent per token shared by all heads, so every device keeps all of it
 KINDS = [Kind("mla", "mixer", "MLA", "#d5793a", "attention.mla", attrs,
               required=("kv_lora_rank", "rope_dim", "cache_width_per_token"), cache=cache, tp_replicated=True,
               act_width=lambda m: (m.num_heads or 0) * 3 * 192, eager_score_copies=3, nn_kind="mla",
-              fields=fields, build=build, roles=ROLES)]
+              fields=fields, build=build, roles=ROLES,
+              detect=detect, detect_order=110)]

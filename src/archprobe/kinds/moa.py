@@ -34,7 +34,62 @@ def build(cfg, kind):
                               cfg.moa_head_dim, rope)
 
 
+def parts(mods, H):
+    """(q bank, o bank, router, kv) of a mixture of attention (JetMoE): an expert bank of query projections
+    [E, X, H] beside one of output projections [E, H, X], a router [E, H] and a fused key-value projection
+    [2X, H] shared by all experts (X = kv heads x head dim); None otherwise. The bank alone looks like an FFN
+    expert bank; the [2X, H] reader of the same width X is what makes it attention."""
+    banks = [m for m in mods if len(m.shape) == 3 and m.shape[0] > 1]
+    q = next((m for m in banks if m.shape[2] == H and m.shape[1] != H), None)
+    if q is None:
+        return None
+    E, X = q.shape[0], q.shape[1]
+    o = next((m for m in banks if m.shape == (E, H, X)), None)
+    router = next((m for m in mods if m.shape == (E, H)), None)
+    kv = next((m for m in mods if m.shape == (2 * X, H)), None)
+    if o is None or router is None or kv is None:
+        return None
+    return q, o, router, kv
+
+
+def has_moa(mods, H) -> bool:
+    """Whether a layer group is a mixture of attention: structure/bind_layer.py classes it as a mixer."""
+    return parts(mods, H) is not None
+
+
+def detect(mods, H, cfg):
+    """The experts of `parts`; the split of X into heads comes from the config (`kv_channels` or
+    `num_key_value_heads`); a bias-only [H] vector is the output bias. No depthwise convs (a layer with them
+    is the conv kinds')."""
+    from archprobe.structure.bind_ffn import Bound, ev
+    from archprobe.structure.card import Mixer
+    from archprobe.structure.mixer_shapes import depthwise_convs
+
+    found = None if depthwise_convs(mods) else parts(mods, H)
+    if found is None:
+        return None
+    q, o, router, kv = found
+    E, X = q.shape[0], q.shape[1]
+    d, _ = cfg.first_int_at("kv_channels")
+    kvh = X // d if d and X % d == 0 else None
+    if kvh is None:
+        kvh, _ = cfg.first_int_at("num_key_value_heads")
+        d = X // kvh if kvh and X % kvh == 0 else None
+        kvh = kvh if d else None
+    mixer = Mixer("moa", num_heads=kvh, num_kv_heads=kvh, head_dim=d, num_experts=E)
+    roles = {"router": router, "experts.q": q, "experts.o": o, "kv": kv}
+    bias = next((m for m in mods if m.shape == (H,) and m.weight_leaf == "bias"), None)   # a bare `bias` [H]
+    if bias is not None:
+        roles["out"] = bias
+    mixer.evidence = [ev(q, f"{E} attention experts: query projections [{X}, H] beside output projections "
+                            f"[H, {X}]"), ev(kv, f"keys and values shared by the experts [2 x {X}, H]"),
+                      ev(router, f"router [{E} experts, H]")]
+    mixer.confidence = 0.8
+    return Bound(mixer, roles, [m for m in mods if m not in roles.values()])
+
+
 # not in spec/contracts.md's vocabulary yet, so an id of its own; the experts share one K/V cache
 KINDS = [Kind("moa", "mixer", "MoA", "#a0522d", "attention.moa", attrs,
               required=("num_experts", "top_k", "num_kv_heads", "head_dim"), cache=kv_cache, nn_kind="moa",
-              fields=fields, build=build, roles=ROLES)]
+              fields=fields, build=build, roles=ROLES,
+              detect=detect, detect_order=100)]

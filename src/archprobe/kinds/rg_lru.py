@@ -38,8 +38,47 @@ def build(cfg, kind):
                       cfg.rg_lru_activation)
 
 
+def detect(mods, H, cfg):
+    """Griffin's RG-LRU (RecurrentGemma): block-diagonal input and recurrence gates [heads, b, b] (+ [heads, b]
+    biases) over the conv's width C, a per-channel recurrence parameter [C], two [C, H] input branches (x
+    through the conv, y a gate). Names break ties only between same-shaped tensors (the two gates, x vs y)."""
+    from archprobe.structure.bind_ffn import Bound, ev
+    from archprobe.structure.card import Mixer
+    from archprobe.structure.mixer_shapes import bind_roles, one_conv_layer, one_conv_writer, vec_len
+    from archprobe.structure.names import rank
+
+    layer = one_conv_layer(mods)
+    if layer is None:
+        return None
+    pool, conv, vecs, mats = layer.pool, layer.convs[0], layer.vecs, layer.mats
+    C = conv.shape[0]
+    blocks = [m for m in pool if len(m.shape) == 3 and m not in layer.convs
+              and m.shape[1] == m.shape[2] and m.shape[0] * m.shape[1] == C]
+    if len(blocks) < 2:
+        return None
+    writer = one_conv_writer(mats, H)
+    ig, rg = rank(blocks[:2], "input_gate", "recurrent_gate")
+    a = next((v for v in vecs if vec_len(v) == C), None)
+    xs = rank([m for m in mats if m.shape == (C, H) and m is not writer], "linear_x", "linear_y")
+    gate_biases = [m for m in pool if len(m.shape) == 2 and m.shape == blocks[0].shape[:2]]
+    igb, rgb = (rank(gate_biases, "input_gate_bias", "recurrent_gate_bias")
+                + [None, None])[:2]
+    mixer = Mixer("rg_lru", conv_dim=C, conv_kernel=conv.shape[-1], num_heads=blocks[0].shape[0],
+                  head_dim=blocks[0].shape[1])
+    mixer.evidence = [ev(ig, f"block-diagonal gate {list(ig.shape)} over a {C}-wide recurrence (RG-LRU)"),
+                      ev(conv, f"depthwise conv [{C}, 1, {conv.shape[-1]}]")]
+    b = Bound(mixer)
+    bind_roles(b, pool, (("x", xs[0] if xs else None), ("y", xs[1] if len(xs) > 1 else None), ("conv1d", conv),
+                         ("input_gate", ig), ("input_gate.bias", igb), ("recurrent_gate", rg),
+                         ("recurrent_gate.bias", rgb), ("a_param", a), ("o", writer)))
+    mixer.confidence = 0.8
+    b.leftover = pool
+    return b
+
+
 KINDS = [Kind("rg_lru", "mixer", "RG-LRU", "#48a9a6", "recurrent.rg_lru",
               lambda m, H: {"width": m.conv_dim, "conv_kernel": m.conv_kernel, "num_heads": m.num_heads},
 
               required=("conv_dim", "conv_kernel"), recurrent=True, cache=cache, nn_kind="rg_lru", fields=fields,
-              build=build, roles=ROLES)]
+              build=build, roles=ROLES,
+              detect=detect, detect_order=30)]

@@ -76,4 +76,5 @@ def build(cfg, kind):
 
 # recurrent.rwkv: not in spec/contracts.md's vocabulary yet, an id of its own (as attention.moa)
 KINDS = [Kind("rwkv", "mixer", "RWKV", "#16a085", "recurrent.rwkv", attrs, required=("num_heads", "conv_dim"),
-              recurrent=True, detect=detect, cache=cache, nn_kind="rwkv", fields=fields, build=build, roles=ROLES)]
+              recurrent=True, detect=detect, detect_order=10, cache=cache, nn_kind="rwkv", fields=fields, build=build,
+              roles=ROLES)]

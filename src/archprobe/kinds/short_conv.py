@@ -28,7 +28,33 @@ def build(cfg, kind):
     return ShortConv(cfg.hidden_size, cfg.short_conv_kernel_size, cfg.short_conv_bias)
 
 
+def detect(mods, H, cfg):
+    """One depthwise conv on the hidden width ([H, 1, K]) gated by a [3H, H] input (LFM2). Tried last of the
+    conv kinds: per-head vectors beside the conv make it Mamba-2 or Gated DeltaNet."""
+    from archprobe.structure.bind_ffn import Bound, ev
+    from archprobe.structure.card import Mixer
+    from archprobe.structure.mixer_shapes import bind_roles, one_conv_layer, one_conv_writer
+
+    layer = one_conv_layer(mods)
+    if layer is None or layer.convs[0].shape[0] != H:
+        return None
+    pool, conv, mats = layer.pool, layer.convs[0], layer.mats
+    C, K = conv.shape[0], conv.shape[-1]
+    reader = next((m for m in mats if m.shape == (3 * H, H)), None)
+    if reader is None:
+        return None
+    writer = one_conv_writer(mats, H)
+    b = Bound(Mixer("short_conv", conv_dim=C, conv_kernel=K,
+                    evidence=[ev(conv, f"depthwise conv [{C}, 1, {K}] on the hidden width, gated by a [3H, H] "
+                                       "input: a short-convolution block")]))
+    bind_roles(b, pool, (("in_proj", reader), ("conv1d", conv), ("out_proj", writer)))
+    b.part.confidence = 0.85
+    b.leftover = pool
+    return b
+
+
 KINDS = [Kind("short_conv", "mixer", "ShortConv", "#1abc9c", "conv.short",
               lambda m, H: {"conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel},
               required=("conv_dim", "conv_kernel"), recurrent=True, cache=cache,
-              nn_kind="short_conv", fields=fields, build=build, roles=ROLES)]
+              nn_kind="short_conv", fields=fields, build=build, roles=ROLES,
+              detect=detect, detect_order=70)]

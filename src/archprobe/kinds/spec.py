@@ -35,9 +35,12 @@ class Kind:
     required: tuple[str, ...] = ()              # the card's mixer fields the math needs (None there: unknown)
     recurrent: bool = False                     # a state instead of a growing cache, no positions of its own
     # detection: (the layer group's modules, hidden size, config view) -> a Bound (structure/bind_ffn.py) or
-    # None; tried before the built-in detectors, so a new mechanism is found from its own module (an FFN
-    # kind's detector also claims its group as the FFN: structure/bind_layer.py's _kind_ffn)
+    # None. Every mixer kind detects itself here; structure/bind_mixer.py asks the mixer kinds by
+    # `detect_order` (kinds.mixer_detectors) and takes the first answer, so a kind's detector may rely on the
+    # earlier ones having declined; shape helpers they share are structure/mixer_shapes.py. An FFN kind's
+    # detector claims its group as the FFN, before the dense / MoE ones (structure/bind_layer.py's _kind_ffn)
     detect: Callable[[list, int, object], object] | None = None
+    detect_order: int = 0                       # lower first, ties by name; 0: before every built-in mixer kind
     tp_replicated: bool = False                 # tensor parallel keeps the whole cache on every device
     act_width: Callable[[object], int] | None = None   # prefill transients per token (values), beyond 4 H
     eager_score_copies: int = 0                 # live [heads, chunk, context] fp32 copies in eager attention

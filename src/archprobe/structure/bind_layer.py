@@ -12,9 +12,9 @@ a DenseFormer depth weight; leftover scalars or [H] gates named as such are gate
 
 from __future__ import annotations
 
+from archprobe.kinds.moa import has_moa
 from archprobe.structure.bind_ffn import Bound, bind_dense, bind_flat_moe, bind_moe, ev, has_bank
 from archprobe.structure.bind_mixer import bind_mixer, has_mixer_signature
-from archprobe.structure.bind_moa import has_moa
 from archprobe.structure.card import Ffn, Layer, Mixer, Norm, Residual, Shared
 from archprobe.structure.modules import Module, group_modules
 from archprobe.structure.names import WORDS, words
