@@ -1,6 +1,6 @@
 """kinds/ is the one list of mixer and FFN kinds: every kind the card can produce has a label, a colour and
 (where it is a mechanism of its own) a feature row; every mixer kind has every hook the stages read (feature
-attrs, cache formula, validate fields, nn module, roles), a decode test (tests/support/decode_configs.py) and
+attrs, cache formula, validate fields, nn module, roles, detector), a decode test (tests/support/decode_configs.py) and
 a zoo member whose card really holds it. The terminal, the report, the feature list, memory, validate and
 the decoder read the registry, never lists of their own."""
 
@@ -33,9 +33,10 @@ NO_ZOO_MEMBER = {"lowrank_kv": "low-rank K/V without MLA's split: detected from 
 
 
 def produced_kinds() -> set[str]:
-    """Every `Mixer("kind"` / `Ffn("kind"` / `kind="..."` the structure package writes: what a card can hold."""
+    """Every `Mixer("kind"` / `Ffn("kind"` / `kind="..."` the structure package and the kinds' detectors write:
+    what a card can hold."""
     found = set()
-    for path in (SRC / "structure").glob("*.py"):
+    for path in [*(SRC / "structure").glob("*.py"), *(SRC / "kinds").glob("*.py")]:
         text = path.read_text()
         found |= set(re.findall(r"\b(?:Mixer|Ffn)\(\s*(?:kind=)?\"([a-z0-9_]+)\"", text))
         found |= set(re.findall(r"\b(?:mixer|ffn|m|f)\.kind\s*=\s*\"([a-z0-9_]+)\"", text))
@@ -85,7 +86,7 @@ def test_terminal_and_report_label_and_colour_every_mixer_kind():
     assert kinds.label("no_such_kind") == "no_such_kind"
 
 
-HOOKS = ("feature", "attrs", "cache", "nn_kind", "fields", "build", "roles")
+HOOKS = ("feature", "attrs", "cache", "nn_kind", "fields", "build", "roles", "detect")
 
 
 def test_every_mixer_kind_has_every_hook():
@@ -93,6 +94,23 @@ def test_every_mixer_kind_has_every_hook():
     missing = {name: hooks for name, hooks in missing.items() if hooks}
     assert not missing, f"mixer kinds without these hooks (kinds/<kind>.py): {missing}"
     assert {k.nn_kind for k in kinds.MIXERS.values()} <= set(kinds.BY_NN_KIND)
+
+
+def test_mixer_detection_is_the_registrys_order():
+    """structure/bind_mixer.py asks the kinds' detectors in `detect_order` and names no kind itself; two different
+    detectors never share an order, so precedence is written down, not left to the kinds' names."""
+    from archprobe.structure import bind_mixer
+
+    text = inspect.getsource(bind_mixer)
+    named = {k for k in kinds.MIXERS if re.search(rf"[\"']{k}[\"']", text)}
+    assert not named, f"structure/bind_mixer.py names mixer kinds {sorted(named)}: give them a detect_order"
+    detectors = kinds.mixer_detectors()
+    assert set(detectors) == {k.detect for k in kinds.MIXERS.values()}
+    orders = {}
+    for k in kinds.MIXERS.values():
+        orders.setdefault(k.detect_order, set()).add(k.detect)
+    assert all(len(fs) == 1 for fs in orders.values()), {o: len(fs) for o, fs in orders.items()}
+    assert [min(k.detect_order for k in kinds.MIXERS.values() if k.detect is f) for f in detectors] == sorted(orders)
 
 
 def test_each_kinds_module_defines_what_it_registers():

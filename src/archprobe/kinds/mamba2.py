@@ -46,10 +46,10 @@ def build(cfg, kind):
 
 
 def detect(mods, H, cfg):
-    """One depthwise conv [C, 1, K] beside three per-head vectors of one length (A_log, D, dt_bias), or a `D`
-    the names call Mamba's where no pair of them stands (Gated DeltaNet's A_log, dt_bias); groups and state
-    size from the config, the rest from the conv's width. Tried after RG-LRU and Mamba-1. Names break ties
-    only between same-shaped tensors (A_log vs D vs dt_bias)."""
+    """One depthwise conv [C, 1, K] beside three per-head vectors of one length (A_log, D, dt_bias), or, where
+    no two such vectors stand (Gated DeltaNet's A_log, dt_bias), a vector the names call Mamba's D; groups and
+    state size from the config, the rest from the conv's width. Tried after RG-LRU and Mamba-1. Names break
+    ties only between same-shaped tensors (A_log vs D vs dt_bias)."""
     from archprobe.structure.bind_ffn import Bound, ev
     from archprobe.structure.card import Mixer
     from archprobe.structure.mixer_shapes import (
