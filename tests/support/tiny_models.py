@@ -1,6 +1,7 @@
 """Tiny real models built by transformers from a config (random weights) and saved with
 `save_pretrained`: the cross-check peers for inspect, nn and validate, and the seeded perturbations
-that give their weights non-trivial values."""
+that give their weights non-trivial values. `build` is how every test makes such a checkpoint (and `save`
+how it writes one made otherwise): tests/test_support_layout.py keeps save_pretrained inside tests/support."""
 
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ def _checkpoint(out, **routing):
                            n_shared_experts=1, num_experts_per_tok=3, first_k_dense_replace=1, kv_lora_rank=16,
                            q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
                            routed_scaling_factor=1.5, max_position_embeddings=64, pad_token_id=0, **routing)
+
     def noise(model):   # routers far from uniform: group choices matter
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.3)

@@ -32,6 +32,7 @@ def llama4_dir(tmp_path_factory):
                            num_local_experts=4, num_experts_per_tok=1, attention_chunk_size=3,
                            no_rope_layers=[1, 0], floor_scale=2, attn_scale=0.5, attn_temperature_tuning=True,
                            use_qk_norm=True, max_position_embeddings=64, pad_token_id=0)
+
     def noise(model):
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
