@@ -15,12 +15,11 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from typer.testing import CliRunner
 
-from archprobe.cli.main import app
 from archprobe.diff.compare import add_weight_sections
 from archprobe.diff.data import data_diff, open_weights
 from archprobe.diff.headers import diff_sources
+from tests.support.cli import invoke
 from tests.support.diff_pairs import quantized, rewrite, tiny_llama
 
 MB = 2**20
@@ -87,16 +86,16 @@ def test_a_quantized_twin_with_a_planted_bad_layer_names_that_layer(base, tmp_pa
 
 def test_cli_data_json_and_text(base, tmp_path):
     b = rewrite(base, tmp_path / "b", lambda n, t: t * 1.5 if n == "model.norm.weight" else t)
-    r = CliRunner().invoke(app, ["diff", base, b, "--data", "--json"])
+    r = invoke("diff", base, b, "--data", "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["identical"] is False and doc["summary"]["tensors_data_differing"] == 1
     assert doc["card"]["total"] == 0 and doc["tensors"]["total"] == 0    # the headers agree; the data does not
     assert doc["data"]["tensors"]["items"][0]["role"] == "final_norm"
     assert doc["data"]["tensors"]["items"][0]["rel_error"] == pytest.approx(0.5, rel=1e-6)
-    r = CliRunner().invoke(app, ["diff", base, b, "--data"])
+    r = invoke("diff", base, b, "--data")
     assert r.exit_code == 0 and "1 differ" in r.stdout and "final_norm" in r.stdout
-    r = CliRunner().invoke(app, ["diff", base, "org/never-downloaded", "--data"])
+    r = invoke("diff", base, "org/never-downloaded", "--data")
     assert r.exit_code == 2 and "Traceback" not in r.output
 
 
@@ -216,5 +215,5 @@ def test_a_nan_in_b_is_the_worst_difference_and_its_layer_is_flagged(base, tmp_p
     assert [r["a"] for r in d["tensors"]["items"]] == [target, "model.layers.0.mlp.up_proj.weight"]
     assert d["tensors"]["items"][0]["nonfinite"] == 1 and d["tensors"]["items"][1]["nonfinite"] == 0
     assert "3" in d["flagged_layers"] and d["worst_layer"] == "3"
-    r = CliRunner().invoke(app, ["diff", base, str(tmp_path / "nan"), "--data", "--json"])
+    r = invoke("diff", base, str(tmp_path / "nan"), "--data", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["non_finite"]      # strict JSON: NaN written as null

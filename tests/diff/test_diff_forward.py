@@ -13,13 +13,12 @@ import json
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from archprobe.cli.main import app
 from archprobe.diff.compare import add_weight_sections
 from archprobe.diff.data import open_weights
 from archprobe.diff.forward import forward_diff
 from archprobe.diff.headers import diff_sources
+from tests.support.cli import invoke
 from tests.support.diff_pairs import quantized, rewrite, tiny_llama
 
 IDS = [int(x) for x in np.random.default_rng(5).integers(3, 256, 40)]
@@ -125,16 +124,16 @@ def test_different_architectures_are_compared_as_far_as_they_match(pair, tmp_pat
 
 def test_cli_forward_json_text_and_bad_input(pair, tmp_path):
     a, b = pair
-    r = CliRunner().invoke(app, ["diff", a, b, "--forward", "--prompt-ids", ",".join(map(str, IDS[:16])), "--json"])
+    r = invoke("diff", a, b, "--forward", "--prompt-ids", ",".join(map(str, IDS[:16])), "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["summary"]["mean_kld"] == doc["forward"]["logits"]["mean_kld"] > 0
-    r = CliRunner().invoke(app, ["diff", a, b, "--forward", "--data"])
+    r = invoke("diff", a, b, "--forward", "--data")
     assert r.exit_code == 0 and "Mean KLD" in r.stdout and "Same top p" in r.stdout and "Per layer" in r.stdout
     for args in (["--prompt", "hi"], ["--forward", "--prompt", "x", "--prompt-ids", "1,2"],
                  ["--forward", "--prompt-file", str(tmp_path / "missing.txt")],
                  ["--forward", "--prompt", "no tokenizer here"]):
-        r = CliRunner().invoke(app, ["diff", a, b, *args])
+        r = invoke("diff", a, b, *args)
         assert r.exit_code == 2 and "Traceback" not in r.output, (args, r.output)
 
 
@@ -167,10 +166,10 @@ def test_prompt_text_is_tokenized_by_a_and_checked_against_b(pair, tmp_path):
     _word_tokenizer(b, words)
     prompt = tmp_path / "prompt.txt"
     prompt.write_text("the cat sat\n\non the mat")
-    r = CliRunner().invoke(app, ["diff", a, b, "--forward", "--prompt-file", str(prompt), "--json"])
+    r = invoke("diff", a, b, "--forward", "--prompt-file", str(prompt), "--json")
     assert r.exit_code == 0, r.output
     fwd = json.loads(r.stdout)["forward"]
     assert fwd["tokens"] == 6 and fwd["prompt"] == {"source": "A's tokenizer", "tokenizers_agree": True}
     _word_tokenizer(b, list(reversed(words)))          # B numbers the same words otherwise
-    r = CliRunner().invoke(app, ["diff", a, b, "--forward", "--prompt", "the cat sat", "--json"])
+    r = invoke("diff", a, b, "--forward", "--prompt", "the cat sat", "--json")
     assert json.loads(r.stdout)["forward"]["prompt"]["tokenizers_agree"] is False

@@ -10,11 +10,10 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from archprobe.cli.main import app
 from archprobe.diff.headers import SCHEMA, diff_sources, match_renames
 from archprobe.writers.safetensors import write_safetensors
+from tests.support.cli import invoke
 
 H, L, V, FF, HEADS, KV = 64, 2, 256, 128, 4, 2
 HD = H // HEADS
@@ -214,7 +213,7 @@ def test_hf_against_its_gguf_conversion_matches_every_tensor_by_role(tmp_path):
 
 
 def _cli(*args):
-    r = CliRunner().invoke(app, ["diff", *args])
+    r = invoke("diff", *args)
     assert "Traceback" not in r.output and isinstance(r.exception, SystemExit | None), (r.output, r.exception)
     return r
 

@@ -7,9 +7,8 @@ import json
 import re
 
 import torch
-from typer.testing import CliRunner
 
-from archprobe.cli.main import app
+from tests.support.cli import invoke
 from tests.support.diff_pairs import rewrite, tiny_llama
 
 
@@ -19,11 +18,10 @@ def test_report_diff_page_has_the_error_strip_and_the_logit_figures(tmp_path):
     b = rewrite(a, tmp_path / "b", lambda n, t: t + 0.2 * t.std() * torch.randn(t.shape, generator=g)
                 if ".layers.1." in n and t.ndim == 2 else t)     # layer 1's matrices: 20% noise
     page = tmp_path / "r.html"
-    r = CliRunner().invoke(app, ["report", a, "--diff", b, "--diff-data", "--diff-forward", "--out", str(page),
-                                 "--no-progress"])
+    r = invoke("report", a, "--diff", b, "--diff-data", "--diff-forward", "--out", str(page), "--no-progress")
     assert r.exit_code == 0, r.output
     html = page.read_text()
-    want = json.loads(CliRunner().invoke(app, ["diff", a, b, "--data", "--forward", "--json"]).stdout)
+    want = json.loads(invoke("diff", a, b, "--data", "--forward", "--json").stdout)
     assert "<section id=diff>" in html and "<a href='#diff'>diff</a>" in html
     assert "<script" not in html and not re.search(r"(src|href)=['\"]?https?:", html)
     for i, row in enumerate(want["data"]["layers"][:3]):
@@ -37,15 +35,15 @@ def test_report_diff_page_has_the_error_strip_and_the_logit_figures(tmp_path):
     assert kld > 0 and f"id='diff-mean-kld' data-value='{kld}'" in html
     assert "Same top p" in html
     md = tmp_path / "r.md"
-    r = CliRunner().invoke(app, ["report", a, "--diff", b, "--diff-data", "--diff-forward", "--format", "md",
-                                 "--out", str(md), "--no-progress"])
+    r = invoke("report", a, "--diff", b, "--diff-data", "--diff-forward", "--format", "md",
+               "--out", str(md), "--no-progress")
     assert r.exit_code == 0 and "## Diff" in md.read_text() and "flagged layers 1." in md.read_text()
 
 
 def test_report_diff_options_need_diff(tmp_path):
     a = tiny_llama(tmp_path / "a", layers=1)
     for args in (["--diff-data"], ["--diff", a, "--diff-prompt", "x"]):
-        r = CliRunner().invoke(app, ["report", a, "--out", str(tmp_path / "r.html"), *args])
+        r = invoke("report", a, "--out", str(tmp_path / "r.html"), *args)
         assert r.exit_code == 2 and "Traceback" not in r.output, r.output
-    r = CliRunner().invoke(app, ["report", a, "--diff", a, "--out", str(tmp_path / "r.html")])
+    r = invoke("report", a, "--diff", a, "--out", str(tmp_path / "r.html"))
     assert r.exit_code == 0 and "no differences" in (tmp_path / "r.html").read_text()

@@ -10,11 +10,10 @@ import os
 import gguf
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from archprobe.cli.main import app
 from archprobe.errors import SourceError
 from archprobe.validate import validate
+from tests.support.cli import invoke
 from tests.support.gguf_files import write_tiny_gguf
 from tests.support.hub_server import HubServer
 
@@ -113,7 +112,7 @@ def test_a_malformed_listed_sha256_refuses_the_download(tmp_path, hub):
 
 def test_a_tag_that_names_no_model_is_one_line(hub, gguf_repo):
     hub.add_repo("org/tiny-GGUF", str(gguf_repo))
-    res = CliRunner().invoke(app, ["validate", "org/tiny-GGUF:Q5_K_M", "--prompt-ids", "1,2,3"])
+    res = invoke("validate", "org/tiny-GGUF:Q5_K_M", "--prompt-ids", "1,2,3")
     assert res.exit_code != 0 and "Traceback" not in res.output
     assert "names no" in res.output and "tiny-Q4_0" in res.output
 

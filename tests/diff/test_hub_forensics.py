@@ -10,12 +10,11 @@ import shutil
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
-from typer.testing import CliRunner
 
-from archprobe.cli.main import app
 from archprobe.diff.files import compare_listings, file_diff
 from archprobe.diff.headers import diff_sources
 from archprobe.formats.hub import file_hash, list_hashes
+from tests.support.cli import invoke
 from tests.support.hub_server import HubServer
 
 H = 32
@@ -168,17 +167,16 @@ def test_malformed_git_oids_and_sizes_are_not_digests():
 def test_cli_files_only_json_text_and_errors(tmp_path, hub):
     hub.add_repo("org/m", _checkpoint(tmp_path / "v1"), revision="v1")
     hub.add_repo("org/m", _checkpoint(tmp_path / "v2", perturb_shard2=True), revision="v2")
-    runner = CliRunner()
-    res = runner.invoke(app, ["diff", "org/m@v1", "org/m@v2", "--files-only", "--json"])
+    res = invoke("diff", "org/m@v1", "org/m@v2", "--files-only", "--json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     assert doc["identical"] is False and doc["files"]["shards_changed"] == ["model-00002-of-00002.safetensors"]
     assert "card" not in doc and _resolved(hub) == 0
-    res = runner.invoke(app, ["diff", "org/m@v1", "org/m@v2", "--files-only"])
+    res = invoke("diff", "org/m@v1", "org/m@v2", "--files-only")
     assert res.exit_code == 0 and "model-00002-of-00002.safetensors" in res.output and "differ" in res.output
-    res = runner.invoke(app, ["diff", "org/m@v1", "org/m@v1"])       # full diff, text
+    res = invoke("diff", "org/m@v1", "org/m@v1")       # full diff, text
     assert res.exit_code == 0 and "byte-identical" in res.output and "no differences" in res.output
-    res = runner.invoke(app, ["diff", str(tmp_path / "nowhere"), "org/m@v2", "--files-only"])
+    res = invoke("diff", str(tmp_path / "nowhere"), "org/m@v2", "--files-only")
     assert res.exit_code != 0 and "neither a local folder" in res.output and "Traceback" not in res.output
 
 

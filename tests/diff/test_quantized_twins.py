@@ -56,13 +56,9 @@ def _nvfp4(w: torch.Tensor):
 
 @pytest.mark.parametrize("pack", [_int4_asym, _nvfp4], ids=["int4-asym", "nvfp4"])
 def test_a_quantized_checkpoint_validates_like_its_decompressed_twin(tmp_path, pack):
-    from transformers import AutoModelForCausalLM
+    from tests.support.tiny_models import build
 
-    from tests.support.tiny_models import tiny_configs
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(tiny_configs()["llama"]).float()
-    model.save_pretrained(tmp_path / "src")
+    build("llama", tmp_path / "src")
     state = load_file(str(tmp_path / "src" / "model.safetensors"))
     packed_state, dense_state = {}, {}
     qcfg = None

@@ -10,10 +10,9 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from archprobe.cli.main import app
 from tests.support.cli import ROOT, assert_bounded, run_cli
+from tests.support.cli import invoke as invoke_cli
 
 NASTY = ["inf", "-inf", "nan", "1e400", "1e400GB", "-100000", "0", "1e23", "9" * 500, "", " ", "4k", "1M", "32k",
          "1.5", "0x10", "[/]", "\x1b[2J", "1e-400", "80GB", "-1GB", "1e19", "١٢"]
@@ -35,7 +34,7 @@ def demo(tmp_path_factory):
 
 
 def invoke(*args):
-    r = CliRunner().invoke(app, list(args))
+    r = invoke_cli(*args)
     assert r.exit_code in (0, 2), (args, r.exit_code, r.output, r.exception)
     assert isinstance(r.exception, SystemExit | None), (args, repr(r.exception))
     assert len(r.stderr.strip().splitlines()) <= 1, (args, r.stderr)

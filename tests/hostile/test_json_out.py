@@ -23,16 +23,14 @@ def strict(text: str):
 
 @pytest.fixture(scope="module")
 def nonfinite_model(tmp_path_factory):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig
+
+    from tests.support.tiny_models import build
 
     folder = tmp_path_factory.mktemp("inf-llama")
-    torch.manual_seed(0)
-    m = LlamaForCausalLM(LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128))
-    with torch.no_grad():
-        m.model.layers[1].mlp.down_proj.weight.fill_(float("inf"))
-    m.save_pretrained(folder)
+    build(LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128), folder,
+          adjust=lambda m: m.model.layers[1].mlp.down_proj.weight.fill_(float("inf")))
     return str(folder)
 
 

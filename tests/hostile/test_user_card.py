@@ -17,14 +17,13 @@ RSS = 600 * 2**20   # memory/inspect import torch-free paths, but card + structu
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig
+
+    from tests.support.tiny_models import build
 
     folder = tmp_path_factory.mktemp("tiny-llama")
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                 num_attention_heads=4, num_key_value_heads=2,
-                                 max_position_embeddings=128)).save_pretrained(folder)
+    build(LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128), folder)
     r = run_cli("card", str(folder), "-o", str(folder.parent / "card.yaml"))
     assert r.rc == 0, r.stderr
     return str(folder), yaml.safe_load((folder.parent / "card.yaml").read_text())

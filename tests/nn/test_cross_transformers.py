@@ -17,18 +17,13 @@ from archprobe.nn.loading import load_strict, sanitize  # noqa: E402
 from archprobe.nn.mla import MultiHeadLatentAttention  # noqa: E402
 from archprobe.nn.moe import MoE  # noqa: E402
 from archprobe.testing import assert_close  # noqa: E402
-from tests.support.tiny_models import perturb, tiny_configs  # noqa: E402
+from tests.support.tiny_models import build, perturb  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def kimi(tmp_path_factory):
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(tiny_configs()["kimi_linear"]).eval()
-    perturb(model)
     folder = tmp_path_factory.mktemp("kimi")
-    model.save_pretrained(folder)
+    model = build("kimi_linear", folder, adjust=perturb)
     tensors = load_file(str(folder / "model.safetensors"))
     return model, tensors
 
@@ -93,13 +88,7 @@ def test_moe_block_matches_transformers(kimi):
 
 
 def test_nemotron_latent_moe_matches_transformers(tmp_path):
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    cfg = tiny_configs()["nemotron_h"]
-    model = AutoModelForCausalLM.from_config(cfg).eval()
-    perturb(model)
-    model.save_pretrained(tmp_path)
+    model = build("nemotron_h", tmp_path, adjust=perturb)
     tensors = load_file(str(tmp_path / "model.safetensors"))
     c = model.config
     ours = MoE(c.hidden_size, c.n_routed_experts, c.num_experts_per_tok, c.moe_intermediate_size, activation="relu2",

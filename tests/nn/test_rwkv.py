@@ -15,6 +15,7 @@ from safetensors.torch import load_file  # noqa: E402
 from archprobe.nn.loading import load_strict  # noqa: E402
 from archprobe.nn.rwkv import RwkvModel, wkv  # noqa: E402
 from archprobe.testing import assert_close  # noqa: E402
+from tests.support.tiny_models import build  # noqa: E402
 
 CONFIG = dict(vocab_size=96, hidden_size=32, num_hidden_layers=3, intermediate_size=80, context_length=64,
               rescale_every=0)   # rescale_every: transformers halves weights at eval for fp16; off, as stored
@@ -25,14 +26,13 @@ def pair(tmp_path_factory):
     from transformers import RwkvConfig
     from transformers import RwkvModel as TheirModel
 
-    torch.manual_seed(0)
-    theirs = TheirModel(RwkvConfig(**CONFIG)).eval()
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():      # seeded noise on top of the family's init: decays, bonuses and mixes all differ
-        for t in theirs.parameters():
+    def noise(model):          # seeded noise on top of the family's init: decays, bonuses and mixes all differ
+        gen = torch.Generator().manual_seed(1)
+        for t in model.parameters():
             t.add_(0.1 * torch.randn(t.shape, generator=gen) * (t.shape[-1] ** -0.5 if t.dim() > 1 else 1))
+
     folder = tmp_path_factory.mktemp("rwkv")
-    theirs.save_pretrained(folder)
+    theirs = build(RwkvConfig(**CONFIG), folder, adjust=noise, model_class=TheirModel)
     ours = RwkvModel(CONFIG["vocab_size"], CONFIG["hidden_size"], CONFIG["num_hidden_layers"],
                      CONFIG["intermediate_size"], eps=RwkvConfig(**CONFIG).layer_norm_epsilon, head=False)
     load_strict(ours, load_file(str(folder / "model.safetensors")), what="RwkvModel")

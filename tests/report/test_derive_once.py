@@ -9,12 +9,10 @@ import pytest
 
 pytest.importorskip("torch")   # validate runs archprobe.nn
 
-from typer.testing import CliRunner  # noqa: E402
-
 import archprobe.formats.sources as sources  # noqa: E402
 import archprobe.structure.checkpoint as checkpoint  # noqa: E402
-from archprobe.cli.main import app  # noqa: E402
 from archprobe.structure.card import load_card  # noqa: E402
+from tests.support.cli import invoke  # noqa: E402
 
 ACT = "made_up_act"   # an activation archprobe.nn lacks: each view that reads the user's card says so
 
@@ -47,8 +45,7 @@ def test_report_with_card_and_validate_derives_once_and_every_view_has_the_users
                                                                                         counted):
     card = _user_card(tiny_k3, tmp_path / "card.json")
     counted.update(open_source=0, derive=0)
-    r = CliRunner().invoke(app, ["report", str(tiny_k3), "--card", card, "--validate", "--json",
-                                 "--out", str(tmp_path / "r.html")])
+    r = invoke("report", str(tiny_k3), "--card", card, "--validate", "--json", "--out", str(tmp_path / "r.html"))
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert counted == {"open_source": 1, "derive": 1}

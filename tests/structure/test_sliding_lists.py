@@ -61,19 +61,16 @@ def test_validate_runs_each_layer_with_its_listed_window(tmp_path):
 
     import torch
     from safetensors.torch import load_file
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
     from archprobe.validate import validate
-    from tests.support.tiny_models import perturb_parameters
+    from tests.support.tiny_models import build, perturb_parameters
 
     prompt = [5, 17, 42, 99, 3, 128, 77, 200, 9, 31, 64, 250]
     kw = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, use_sliding_window=True, sliding_window=4, max_window_layers=0)
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(
-        "qwen2", layer_types=["sliding_attention", "full_attention"], **kw)).eval()
-    perturb_parameters(model)
-    model.save_pretrained(ckpt)
+    model = build(AutoConfig.for_model("qwen2", layer_types=["sliding_attention", "full_attention"], **kw), ckpt,
+                  adjust=perturb_parameters)
     with torch.no_grad():
         want = model(torch.tensor([prompt])).logits[0]
     config = json.loads((ckpt / "config.json").read_text())

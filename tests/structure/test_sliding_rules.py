@@ -49,17 +49,14 @@ def test_families_that_slide_every_layer_whatever_the_types():
 
 @pytest.mark.needs_transformers
 def test_inspect_prints_the_assumption_and_memory_keeps_a_window(zoo_root):
-    from typer.testing import CliRunner
-
-    from archprobe.cli.main import app
     from tests.support import zoo as zoo_mod
+    from tests.support.cli import invoke
 
     ckpt = str(zoo_mod.build("phi3_sliding", zoo_root))
-    text = CliRunner().invoke(app, ["inspect", ckpt]).output
+    text = invoke("inspect", ckpt).output
     assert "assumed: sliding_window 4" in " ".join(text.split())
-    doc = json.loads(CliRunner().invoke(app, ["inspect", ckpt, "--json"]).stdout)
+    doc = json.loads(invoke("inspect", ckpt, "--json").stdout)
     assert doc["card"]["layers"][0]["mixer"]["sliding_window"] == 4
-    short, long = (json.loads(CliRunner().invoke(app, ["memory", ckpt, "--context", c, "--json"]).stdout)
-                   for c in ("4096", "65536"))
+    short, long = (json.loads(invoke("memory", ckpt, "--context", c, "--json").stdout) for c in ("4096", "65536"))
     assert set(short["cache_by_layer_type"]) == {"sliding_window"}
     assert short["cache_bytes"] == long["cache_bytes"]     # a window cache does not grow with the context

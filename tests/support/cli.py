@@ -1,6 +1,8 @@
 """The CLI as a user runs it, in a child process: `run` (what it printed and its exit status) and its
 bounded variant `run_cli` + `assert_bounded` (also the wall time and the child's own peak RSS, VmHWM of
-the process after exec: see cli_child.py), which every hostile case is held to."""
+the process after exec: see cli_child.py), which every hostile case is held to; and in this process:
+`invoke`, the one in-process runner (typer's CliRunner over archprobe.cli.main's app), for tests that need
+monkeypatching or speed rather than a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -26,6 +28,16 @@ def run(*args, env=None):
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "archprobe.cli.main", *args], capture_output=True, text=True,
                           env=full_env, timeout=300)
+
+
+def invoke(*args: str, env: dict | None = None):
+    """`archprobe ARGS` in this process: click's Result (exit_code, stdout, stderr, output, exception).
+    `env` is set for the call only. Imported here, so `run`/`run_cli` users do not load the CLI."""
+    from typer.testing import CliRunner
+
+    from archprobe.cli.main import app
+
+    return CliRunner().invoke(app, list(args), env=env)
 
 
 @dataclass

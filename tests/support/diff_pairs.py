@@ -9,19 +9,20 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from tests.support.tiny_models import build
+
 
 def tiny_llama(folder, layers=4, hidden=64, inter=128, seed=0):
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig
 
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=256, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    model = LlamaForCausalLM(cfg)
-    with torch.no_grad():   # norms away from exactly 1 so they carry data too
+    def norms(model):   # norms away from exactly 1 so they carry data too
         for n, p in model.named_parameters():
             if n.endswith("norm.weight"):
                 p.add_(0.1 * torch.randn_like(p))
-    model.save_pretrained(str(folder))
+
+    cfg = LlamaConfig(vocab_size=256, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+                      num_attention_heads=4, num_key_value_heads=2, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    build(cfg, folder, seed=seed, adjust=norms)
     return str(folder)
 
 

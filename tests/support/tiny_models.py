@@ -1,6 +1,7 @@
 """Tiny real models built by transformers from a config (random weights) and saved with
 `save_pretrained`: the cross-check peers for inspect, nn and validate, and the seeded perturbations
-that give their weights non-trivial values."""
+that give their weights non-trivial values. `build` is how every test makes such a checkpoint (and `save`
+how it writes one made otherwise): tests/test_support_layout.py keeps save_pretrained inside tests/support."""
 
 from __future__ import annotations
 
@@ -43,16 +44,35 @@ def tiny_configs() -> dict:
     }
 
 
-def build(name: str, folder: str, seed: int = 0):
-    """Build, save and return (model, folder)."""
+def build(config, folder, *, seed: int = 0, adjust=None, model_class=None, max_shard_size=None, **from_config):
+    """The tests' one way to make a tiny transformers checkpoint: seed torch, build the model from `config`
+    (a tiny_configs() name or a Config object) with random weights, run `adjust(model)` under no_grad (seeded
+    noise, a planted inf), save it into `folder` with save_pretrained; returns the model in eval mode.
+
+    `model_class`: a transformers class other than AutoModelForCausalLM (e.g. a base model without a head);
+    `from_config`: what transformers' from_config takes (attn_implementation, dtype)."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    if isinstance(config, str):
+        config = tiny_configs()[config]
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(tiny_configs()[name])
+    if model_class is None:
+        model = AutoModelForCausalLM.from_config(config, **from_config)
+    else:
+        model = model_class._from_config(config, **from_config)
+    if adjust is not None:
+        with torch.no_grad():
+            adjust(model)
+    save(model, folder, max_shard_size=max_shard_size)
+    return model.eval()
+
+
+def save(model, folder, max_shard_size=None) -> None:
+    """Where every test-built transformers model is written: safetensors by save_pretrained (its own
+    default shard size unless `max_shard_size`)."""
     os.makedirs(folder, exist_ok=True)
-    model.save_pretrained(folder)
-    return model
+    model.save_pretrained(folder, **({} if max_shard_size is None else {"max_shard_size": max_shard_size}))
 
 
 def perturb(model, seed=0):

@@ -19,7 +19,7 @@ from archprobe.testing import assert_close  # noqa: E402
 from archprobe.validate.build import NeedsField, Unsupported, blueprint  # noqa: E402
 from archprobe.validate.load import TensorReader  # noqa: E402
 from archprobe.validate.stream import stream_forward  # noqa: E402
-from tests.support.tiny_models import FAMILY_PROMPT_IDS  # noqa: E402
+from tests.support.tiny_models import FAMILY_PROMPT_IDS, build  # noqa: E402
 from tests.support.tiny_models import perturb_parameters as perturb  # noqa: E402
 
 IDS = torch.tensor(FAMILY_PROMPT_IDS)
@@ -28,12 +28,9 @@ RMS = {"kind": "rms", "eps": 1e-6, "offset": False, "bias": False}
 
 
 def _save(model_type: str, folder, **cfg):
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **cfg)).eval()
-    perturb(model)
-    model.save_pretrained(folder)
+    model = build(AutoConfig.for_model(model_type, **cfg), folder, adjust=perturb)
     with torch.no_grad():
         return model(IDS).logits
 

@@ -18,19 +18,21 @@ IDS = [5, 17, 42, 99, 3, 12, 77, 20]
 
 
 def _checkpoint(out, **routing):
-    from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
+    from transformers import DeepseekV2Config
+
+    from tests.support.tiny_models import build
 
     cfg = DeepseekV2Config(vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8,
                            n_shared_experts=1, num_experts_per_tok=3, first_k_dense_replace=1, kv_lora_rank=16,
                            q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
                            routed_scaling_factor=1.5, max_position_embeddings=64, pad_token_id=0, **routing)
-    torch.manual_seed(0)
-    model = DeepseekV2ForCausalLM._from_config(cfg, attn_implementation="eager", dtype=torch.float32).eval()
-    with torch.no_grad():
+
+    def noise(model):   # routers far from uniform: group choices matter
         for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.3)   # routers far from uniform: group choices matter
-    model.save_pretrained(out)
+            p.add_(torch.randn_like(p) * 0.3)
+
+    build(cfg, out, adjust=noise, attn_implementation="eager", dtype=torch.float32)
     return out
 
 

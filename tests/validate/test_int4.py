@@ -49,13 +49,9 @@ def test_zero_point_and_bad_shapes():
 
 @pytest.mark.needs_transformers
 def test_int4_checkpoint_validates_like_its_dense_twin(tmp_path):
-    from transformers import AutoModelForCausalLM
+    from tests.support.tiny_models import build
 
-    from tests.support.tiny_models import tiny_configs
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(tiny_configs()["llama"])
-    model.save_pretrained(tmp_path / "src")
+    build("llama", tmp_path / "src")
     state = load_file(str(tmp_path / "src" / "model.safetensors"))
     packed_state, dense_state = {}, {}
     for name, t in state.items():

@@ -23,20 +23,22 @@ IDS = [5, 17, 42, 99, 3, 12, 77, 20, 9]
 
 @pytest.fixture(scope="module")
 def llama4_dir(tmp_path_factory):
-    from transformers import Llama4ForCausalLM, Llama4TextConfig
+    from transformers import Llama4TextConfig
+
+    from tests.support.tiny_models import build
 
     cfg = Llama4TextConfig(vocab_size=128, hidden_size=32, intermediate_size=24, intermediate_size_mlp=48,
                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
                            num_local_experts=4, num_experts_per_tok=1, attention_chunk_size=3,
                            no_rope_layers=[1, 0], floor_scale=2, attn_scale=0.5, attn_temperature_tuning=True,
                            use_qk_norm=True, max_position_embeddings=64, pad_token_id=0)
-    torch.manual_seed(0)
-    model = Llama4ForCausalLM._from_config(cfg, attn_implementation="eager", dtype=torch.float32).eval()
-    with torch.no_grad():
+
+    def noise(model):
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
+
     out = tmp_path_factory.mktemp("llama4")
-    model.save_pretrained(out)
+    build(cfg, out, adjust=noise, attn_implementation="eager", dtype=torch.float32)
     return out
 
 

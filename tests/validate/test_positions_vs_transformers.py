@@ -10,6 +10,7 @@ import torch
 
 pytest.importorskip("transformers")
 from tests.support import zoo  # noqa: E402
+from tests.support.tiny_models import save  # noqa: E402
 
 pytestmark = pytest.mark.needs_transformers
 
@@ -49,8 +50,7 @@ def test_proportional_rope_frequencies_equal_transformers():
 
 
 def _run(member, tmp_path):
-    model = zoo.make_model(member)
-    model.save_pretrained(tmp_path)
+    save(zoo.make_model(member), tmp_path)
     doc = validate(str(tmp_path), prompt_ids=PROMPT, reference="transformers")
     ref = doc["reference"]
     assert doc["status"] == "pass", (doc["status"], ref and {k: ref.get(k) for k in ("max_abs_diff", "kl")})

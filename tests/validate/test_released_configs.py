@@ -7,13 +7,12 @@ longer than every window. Each case names the release its values come from."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.needs_transformers
 
 from archprobe.validate import validate  # noqa: E402
-from tests.support.tiny_models import perturb_parameters  # noqa: E402
+from tests.support.tiny_models import build, perturb_parameters  # noqa: E402
 
 PROMPT = [5, 17, 42, 99, 3, 128, 77, 200, 9, 31, 64, 250, 1, 8]      # 14 tokens: past every window below
 IDS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
@@ -87,14 +86,9 @@ CASES = {
 
 
 def _build(model_type: str, kwargs: dict, folder):
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
-    torch.manual_seed(0)
-    config = AutoConfig.for_model(model_type, **{**IDS, **kwargs})
-    model = AutoModelForCausalLM.from_config(config).eval()
-    perturb_parameters(model)
-    model.save_pretrained(folder)
-    return model
+    return build(AutoConfig.for_model(model_type, **{**IDS, **kwargs}), folder, adjust=perturb_parameters)
 
 
 # cases that do not match yet, each with its reason (strict: a fixed one fails loudly until removed)

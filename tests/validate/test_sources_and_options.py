@@ -13,15 +13,9 @@ IDS = [5, 17, 3, 99, 42, 7, 250, 1]
 
 
 def save_tiny(name, folder, shard="2000GB"):
-    from transformers import AutoModelForCausalLM
+    from tests.support.tiny_models import build, perturb
 
-    from tests.support.tiny_models import perturb, tiny_configs
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(tiny_configs()[name])
-    perturb(model)
-    model.save_pretrained(folder, max_shard_size=shard)
-    return model
+    return build(name, folder, adjust=perturb, max_shard_size=shard)
 
 
 def test_hub_source_downloads_only_the_shards_it_runs(tmp_path, monkeypatch):

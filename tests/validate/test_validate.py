@@ -32,14 +32,9 @@ CARD_GAPS: dict[str, str] = {}
     for f in ["kimi_linear", "llama", "deepseek_v3", "nemotron_h", "qwen3_next"]])
 def test_logits_match_transformers(family, tmp_path):
     pytest.importorskip("transformers")
-    from transformers import AutoModelForCausalLM
+    from tests.support.tiny_models import build, perturb
 
-    from tests.support.tiny_models import perturb, tiny_configs
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(tiny_configs()[family])
-    perturb(model)
-    model.save_pretrained(tmp_path)
+    model = build(family, tmp_path, adjust=perturb)
     doc = validate(str(tmp_path), prompt_ids=[5, 17, 3, 99, 42, 7, 250, 1, 8, 64, 33], reference="transformers")
     assert doc["schema"] == "archprobe.validate/1" and doc["status"] == "pass", doc
     assert doc["unmapped_tensors"] == [] and doc["missing_tensors"] == []
