@@ -16,8 +16,9 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 from archprobe.formats.sources import open_source  # noqa: E402
 from archprobe.structure.card import Card  # noqa: E402
 from archprobe.testing import assert_close  # noqa: E402
-from archprobe.validate.build import NeedsField, Unsupported, blueprint  # noqa: E402
+from archprobe.validate.build import blueprint  # noqa: E402
 from archprobe.validate.load import TensorReader  # noqa: E402
+from archprobe.validate.plan import NeedsField, Unsupported  # noqa: E402
 from archprobe.validate.stream import stream_forward  # noqa: E402
 from tests.support.tiny_models import FAMILY_PROMPT_IDS  # noqa: E402
 from tests.support.tiny_models import perturb_parameters as perturb  # noqa: E402

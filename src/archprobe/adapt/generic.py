@@ -21,8 +21,9 @@ def probe(config: dict, features: list[dict], present: set[str], shapes: dict[st
     try:
         import torch  # noqa: F401  (archprobe.nn needs it)
 
-        from archprobe.validate.build import NeedsField, Unsupported, blueprint
+        from archprobe.validate.build import blueprint
         from archprobe.validate.load import TensorReader
+        from archprobe.validate.plan import NeedsField, Unsupported
     except ImportError:
         return not_installed(NAME + " validate", "pip install 'archprobe[torch]'")
     reader = TensorReader(raw.location, raw.headers)

@@ -27,9 +27,9 @@ import time
 import torch
 from torch import nn
 
-from archprobe.validate.build import Unsupported
 from archprobe.validate.lazy_experts import PROJECTIONS, LazyExpertBank, LazyMoE
 from archprobe.validate.lazy_io import ByteReader, ShardIndex
+from archprobe.validate.plan import Unsupported
 from archprobe.validate.streamed_matmul import dense_matmul
 
 STREAM_MIN_BYTES = 1 << 18      # matrices at least this large are read at each use, never kept (one-row

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from archprobe.validate.build import Blueprint, Part
+from archprobe.validate.build import Blueprint
+from archprobe.validate.layouts import Part
 
 
 @dataclass
