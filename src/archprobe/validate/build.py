@@ -7,9 +7,9 @@ the storage layouts turned into module tensors at load time (validate/layouts.py
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from archprobe.validate.layouts import Part, apply_layouts, per_head_bank
+from archprobe.validate.layouts import Part, Source, apply_layouts, per_head_bank
 from archprobe.validate.plan import NeedsField, Unsupported, config_fields
 from archprobe.validate.roles import MODEL_PARAMS, OUTPUT_RESIDUAL, layer_target
 
@@ -78,14 +78,24 @@ def blueprint(card, shapes: dict[str, tuple], n_run: int | None = None) -> Bluep
         if target is None:   # a tensor the card binds but archprobe.nn has no place for: running without it
             raise Unsupported(f"role {role} ({name}) has no archprobe.nn parameter: running without it would "
                               "compute something else")
-        if companion:
-            target = target.rsplit(".", 1)[0] + "." + companion if target.endswith(".weight") else \
-                target + "." + companion
-        if "*" in name and key is not None and target.startswith(("self_attn.q_norm.", "self_attn.k_norm.")):
-            per_head_bank(parts.setdefault(key, Part()), target, name, cfg.for_layer(key))
+        part = parts.setdefault(key, Part())
+        if isinstance(target, Source):     # stored in a layout: validate/layouts.py derives the parameters
+            if companion:
+                target = replace(target, stored=_with_companion(target.stored, companion))
+            part.sources[target] = name
             continue
-        parts.setdefault(key, Part()).names[target] = name
+        if companion:
+            target = _with_companion(target, companion)
+        if "*" in name and key is not None and target.startswith(("self_attn.q_norm.", "self_attn.k_norm.")):
+            per_head_bank(part, target, name, cfg.for_layer(key))
+            continue
+        part.names[target] = name
     for i in range(n_run):
         apply_layouts(parts.setdefault(i, Part()), card.layers[i], cfg.for_layer(i), shapes)
     unmapped += [n for names in card.set_aside.values() for n in names]
     return Blueprint(cfg, parts, sorted(set(unmapped)))
+
+
+def _with_companion(name: str, companion: str) -> str:
+    """A quantization companion's name beside its tensor's (`x.weight` + weight_scale -> `x.weight_scale`)."""
+    return name.rsplit(".", 1)[0] + "." + companion if name.endswith(".weight") else name + "." + companion

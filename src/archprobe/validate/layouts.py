@@ -5,7 +5,13 @@ KDA's q | k | v conv), stacked (an expert bank [E, ...], flattened or transposed
 CodeGen's mp blocks, gate/up rows alternating), transposed (GPT-2's Conv1D), one tensor per head (a norm
 bank), split apart (Gated DeltaNet's q/k/v) or scaled by a muP multiplier kept beside it. The card's
 layout fields (`qkv_split`, `qkv_interleaved`, `gate_up`, `transposed`, `stacked_transposed`,
-`mup_multipliers`, ...) say which; each becomes a `Derived` tensor computed from its sources.
+`mup_multipliers`, ...) say which. A stored tensor in such a layout is a `Source` (its `Layout` and what
+it stores), kept apart from the module parameters in a `Part`; each module tensor made from sources is a
+`Derived`. This module owns that knowledge: validate/roles.py names the sources, validate/stream.py and
+validate/decode.py read them.
+
+Per-expert tensors stored one by one (`experts.{e}.w1`) are module names, not sources: stacking them is
+archprobe.nn's own loading step (nn/loading.sanitize), which loads transformers' state dicts too.
 """
 
 from __future__ import annotations
@@ -13,30 +19,76 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 
 from archprobe.validate.plan import Unsupported
 
 # Gated DeltaNet roles stored apart (q/k/v and their convs) or all in one (`in_proj`): joined or split at load
 GDN_SOURCES = ("q", "k", "v", "q_conv", "k_conv", "v_conv", "in_proj")
-KDA_FUSED_CONV = "src:self_attn.kda_conv1d.weight"    # KDA's q | k | v conv stored as one, split at load
+
+
+class Layout(Enum):
+    """How a stored tensor differs from the module parameter(s) it feeds."""
+
+    FUSED_QKV = "fused_qkv"      # q | k | v in one projection: split, de-interleaved (`qkv_split`, `qkv_interleaved`)
+    GATE_UP = "gate_up"          # gate | up in one projection: halves, or rows alternating (`gate_up: interleaved`)
+    STACKED = "stacked"          # an expert bank [E, ...]: flattened, transposed (`experts`, `stacked_transposed`)
+    TRANSPOSED = "transposed"    # Conv1D storage [in, out] (`transposed`)
+    FLATTENED = "flattened"      # a vector stored [1, E] (ERNIE's selection bias `moe_statics`)
+    FOLDED = "folded"            # a weight a muP multiplier scales (`mup_multipliers`, Falcon-H1)
+    GDN_PIECE = "gdn_piece"      # a Gated DeltaNet q / k / v (or its conv) stored apart, or its whole `in_proj`
+    KDA_CONV = "kda_conv"        # KDA's q | k | v conv stored as one
+    PER_HEAD = "per_head"        # one norm per head, stacked to [heads, head_dim]
+    UNUSED = "unused"            # stored but never read (Lightning's block-decay tables, rebuilt from slope_rate)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A stored tensor no module parameter holds as it lies: its layout and, in module words, what it is
+    (`self_attn.qkv.weight`, `block_sparse_moe.experts.gate_up.weight`; the parameter itself for the
+    one-to-one layouts: transposed, flattened, folded, per head). `piece` tells apart several sources of one
+    module tensor: a Gated DeltaNet role (q, k_conv, in_proj) or a head's index."""
+
+    layout: Layout
+    stored: str
+    piece: str = ""
+
+    @property
+    def key(self) -> str:
+        """A name unique within a part, ending in `stored` (quantization companions pair by that ending)."""
+        return f"{self.layout.value}/{self.piece}/{self.stored}"
+
+
+KDA_FUSED_CONV = Source(Layout.KDA_CONV, "self_attn.conv1d.weight")    # split at load into q_/k_/v_conv1d
 
 
 @dataclass
 class Derived:
-    """A module tensor computed from checkpoint tensors at load time (split, transposed, stacked)."""
+    """A module tensor computed from stored tensors at load time (split, transposed, stacked)."""
 
     target: str
-    sources: tuple[str, ...]
+    sources: tuple[Source, ...]
     fn: Callable
 
 
 @dataclass
 class Part:
-    """What one layer (or the model level, index None) loads: module name <- checkpoint name, plus
-    derived tensors whose sources are entries of `names` (names starting `src:` are not parameters)."""
+    """What one layer (or the model level, index None) loads: module parameter <- checkpoint name as stored,
+    source <- checkpoint name for the tensors in a layout, and the derived tensors made from the sources."""
 
     names: dict[str, str] = field(default_factory=dict)
+    sources: dict[Source, str] = field(default_factory=dict)
     derived: list[Derived] = field(default_factory=list)
+
+    def checkpoint_names(self) -> list[str]:
+        """Every checkpoint tensor the part reads (parameters as stored, then sources)."""
+        return [*self.names.values(), *self.sources.values()]
+
+    def to_source(self, target: str, layout: Layout) -> Source:
+        """Move parameter `target` to a source of a one-to-one layout (transposed, flattened, folded)."""
+        src = Source(layout, target)
+        self.sources[src] = self.names.pop(target)
+        return src
 
 
 def per_head_bank(part: Part, target: str, name: str, cfg) -> None:
@@ -44,40 +96,37 @@ def per_head_bank(part: Part, target: str, name: str, cfg) -> None:
     import torch
 
     n = cfg.num_attention_heads if ".q_norm." in target else cfg.num_key_value_heads
-    srcs = tuple(f"src:{target}#{h}" for h in range(n))
+    srcs = tuple(Source(Layout.PER_HEAD, target, str(h)) for h in range(n))
     for h, src in enumerate(srcs):
-        part.names[src] = name.replace("*", str(h), 1)
+        part.sources[src] = name.replace("*", str(h), 1)
     part.derived.append(Derived(target, srcs, lambda *t: torch.stack(t)))
 
 
-
 def apply_layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
-    """Turn `src:` entries into module tensors as the part's layout says; transpose Conv1D storage."""
+    """Derive module tensors from the part's sources as the layer's card layout says; Conv1D storage
+    (`transposed`) and [1, E] selection biases become sources here, from the stored shapes."""
     import torch
 
     mlay, flay = layer.mixer.layout or {}, layer.ffn.layout or {}
-    for target in [t for t in part.names if not t.startswith("src:")]:
+    for target in list(part.names):
         owner_layout = mlay if target.startswith("self_attn.") else flay if not target.startswith(
             ("input_layernorm", "post_")) else {}
         if owner_layout.get("transposed") and target.endswith(".weight") and len(shapes.get(part.names[target],
                                                                                          ())) == 2:
-            src = "src:T:" + target
-            part.names[src] = part.names.pop(target)
+            src = part.to_source(target, Layout.TRANSPOSED)
             part.derived.append(Derived(target, (src,), lambda t: t.t().contiguous()))
         elif target.endswith(".gate.e_score_correction_bias") and len(shapes.get(part.names[target], ())) == 2:
-            src = "src:F:" + target   # a selection bias stored [1, E] (ERNIE's moe_statics)
-            part.names[src] = part.names.pop(target)
+            src = part.to_source(target, Layout.FLATTENED)   # a selection bias stored [1, E] (ERNIE's moe_statics)
             part.derived.append(Derived(target, (src,), lambda t: t.reshape(-1).contiguous()))
     _gdn_sources(part, cfg)
     _fold_mup(part, layer, cfg)
-    if KDA_FUSED_CONV in part.names:      # one conv over q | k | v, each D wide (transformers' Kimi Linear)
+    if KDA_FUSED_CONV in part.sources:      # one conv over q | k | v, each D wide (transformers' Kimi Linear)
         for i, which in enumerate(("q", "k", "v")):
             part.derived.append(Derived(f"self_attn.{which}_conv1d.weight", (KDA_FUSED_CONV,),
                                         lambda t, i=i: t.chunk(3, dim=0)[i].contiguous()))
-    for src in [t for t in part.names if t.startswith("src:") and not t.startswith(("src:T:", "src:F:"))]:
-        body = src[4:]
-        bias = body.endswith(".bias")
-        if body.startswith("self_attn.qkv"):
+    for src in list(part.sources):
+        bias = src.stored.endswith(".bias")
+        if src.layout is Layout.FUSED_QKV:
             transposed = bool(mlay.get("transposed")) and not bias
             heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
             blocks = re.fullmatch(r"mp(\d+)_([qkv]{3})", str(mlay.get("qkv_interleaved")))
@@ -104,8 +153,8 @@ def apply_layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
             for which in ("q", "k", "v"):
                 part.derived.append(Derived(f"self_attn.{which}_proj{leaf}", (src,),
                                             lambda t, w=which, f=qkv: f(t, w)))
-        elif ".gate_up" in body and "stacked" not in body:
-            owner = body.rsplit(".gate_up", 1)[0]
+        elif src.layout is Layout.GATE_UP:
+            owner = src.stored.rsplit(".gate_up", 1)[0]
             leaf = ".bias" if bias else ".weight"
             interleaved = flay.get("gate_up") == "interleaved"
             transposed = bool(flay.get("transposed")) and not bias
@@ -119,8 +168,8 @@ def apply_layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
 
             part.derived.append(Derived(f"{owner}.gate_proj{leaf}", (src,), lambda t, f=halves: f(t, True)))
             part.derived.append(Derived(f"{owner}.up_proj{leaf}", (src,), lambda t, f=halves: f(t, False)))
-        elif "stacked_" in body:
-            _stacked(part, src, body, flay, cfg.num_experts)
+        elif src.layout is Layout.STACKED:
+            _stacked(part, src, flay, cfg.num_experts)
 
 
 # Falcon-H1's muP multipliers (transformers' modeling_falcon_h1): each multiplies a projection's input or output,
@@ -158,8 +207,7 @@ def _fold_mup(part: Part, layer, cfg) -> None:
             if any(d.target == target for d in part.derived):
                 raise Unsupported(f"{target}: a muP multiplier on a tensor computed at load")
             continue
-        src = "src:M:" + target
-        part.names[src] = part.names.pop(target)
+        src = part.to_source(target, Layout.FOLDED)
 
         def scaled(t, fs=fs):
             out = t.float()
@@ -175,7 +223,7 @@ def _gdn_sources(part: Part, cfg) -> None:
     the conv runs over q | k | v) or from one block-ordered `in_proj` (rows q | k | v | z | b | a)."""
     import torch
 
-    src = {k[len("src:self_attn.gdn_"):-len(".weight")]: k for k in part.names if k.startswith("src:self_attn.gdn_")}
+    src = {s.piece: s for s in part.sources if s.layout is Layout.GDN_PIECE and s.stored.endswith(".weight")}
     if not src:
         return
     for target, parts in (("in_proj_qkv", ("q", "k", "v")), ("conv1d", ("q_conv", "k_conv", "v_conv"))):
@@ -194,13 +242,13 @@ def _gdn_sources(part: Part, cfg) -> None:
                                         lambda t, i=i: torch.split(t, sizes, dim=0)[i].contiguous()))
 
 
-def _stacked(part: Part, src: str, body: str, flay: dict, num_experts: int = 1) -> None:
+def _stacked(part: Part, src: Source, flay: dict, num_experts: int = 1) -> None:
     """A stacked expert bank [E, out, in] (or [E, in, out] when `stacked_transposed`; or flattened
     [E * F, H], DBRX, the down bank stored [F, H] per expert when `down_transposed`) -> ExpertBank tensors."""
     import torch
 
-    owner, _, what = body.partition(".stacked_")
-    which, _, leaf = what.partition(".")
+    bank, _, leaf = src.stored.rpartition(".")      # `block_sparse_moe.experts.gate_up`, `weight`
+    owner, _, which = bank.rpartition(".")
     bias = leaf == "bias"
     flat = flay.get("experts") == "flattened" and not bias
     transposed = (bool(flay.get("stacked_transposed")) or (flat and which == "down" and
@@ -220,10 +268,10 @@ def _stacked(part: Part, src: str, body: str, flay: dict, num_experts: int = 1) 
         target = f"{owner}.{which}_proj" + ("_bias" if bias else "")
         part.derived.append(Derived(target, (src,), fix))
     elif which == "gate":
-        up = src.replace("stacked_gate", "stacked_up")
-        if up not in part.names:
+        up = Source(Layout.STACKED, f"{owner}.up.{leaf}")
+        if up not in part.sources:
             raise Unsupported(f"{owner}: a stacked gate bank without its up bank")
         part.derived.append(Derived(f"{owner}.gate_up_proj" + ("_bias" if bias else ""), (src, up),
                                     lambda g, u: torch.cat([fix(g), fix(u)], dim=-1 if bias else -2)))
-    elif which == "up" and src.replace("stacked_up", "stacked_gate") not in part.names:
+    elif which == "up" and Source(Layout.STACKED, f"{owner}.gate.{leaf}") not in part.sources:
         part.derived.append(Derived(f"{owner}.up_proj" + ("_bias" if bias else ""), (src,), fix))

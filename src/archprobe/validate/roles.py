@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from archprobe import kinds
-from archprobe.validate.layouts import GDN_SOURCES, KDA_FUSED_CONV
+from archprobe.validate.layouts import GDN_SOURCES, KDA_FUSED_CONV, Layout, Source
 from archprobe.validate.plan import LATENT_NAMES, NORM_MODULES, Unsupported
 
 BARE = ("sinks", "A_log", "D", "dt_bias", "slope_rate", "a_param", "dt_norm", "b_norm", "c_norm", "lambda_q1",
@@ -39,8 +39,9 @@ def _ffn_module(cfg, i: int) -> str:
     return "mlp" if cfg.ffn_types[i] == "dense" else "block_sparse_moe"
 
 
-def layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
-    """archprobe.nn parameter name (inside DecoderLayer i) for a role's leaf; `src:` for fused sources."""
+def layer_target(cfg, i: int, part: str, leaf: str, card) -> str | Source | None:
+    """archprobe.nn parameter name (inside DecoderLayer i) for a role's leaf; a `Source` for a tensor stored
+    in a layout (fused, stacked, apart) that validate/layouts.py turns into parameters; None: no place."""
     bias = leaf.endswith(".bias")
     stem = leaf[: -len(".bias")] if bias else leaf
     suffix = ".bias" if bias else ".weight"
@@ -63,11 +64,11 @@ def layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
         if kind == "lightning" and stem == "qkv":
             stem = "lightning_qkv"          # per head [q | k | v]: the module reads it as stored
         if kind == "lightning" and stem.startswith("decay."):
-            return f"src:unused.{stem}"     # block-decay tables precomputed from slope_rate; never read
+            return Source(Layout.UNUSED, f"self_attn.{stem}")   # block-decay tables precomputed from slope_rate
         if stem in ("qkv",):
-            return f"src:self_attn.qkv{suffix}"
+            return Source(Layout.FUSED_QKV, f"self_attn.qkv{suffix}")
         if kind == "gated_deltanet" and stem in GDN_SOURCES and not bias:
-            return f"src:self_attn.gdn_{stem}.weight"
+            return Source(Layout.GDN_PIECE, f"self_attn.{stem}.weight", stem)
         if kind == "kda" and stem == "conv1d" and not bias:
             return KDA_FUSED_CONV
         if stem not in table:
@@ -87,7 +88,7 @@ def layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
         if stem == "sub_norm":
             return f"mlp.sub_norm{suffix}"
         if stem == "gate_up":
-            return f"src:mlp.gate_up{suffix}"
+            return Source(Layout.GATE_UP, f"mlp.gate_up{suffix}")
         return f"mlp.{FFN_PARAMS[stem]}{suffix}" if stem in FFN_PARAMS else None
     if stem == "out":      # an output bias stored bare (JetMoE's mlp.bias): the `#bias` companion of `out`
         return f"{ffn}.out.weight"
@@ -103,7 +104,7 @@ def layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
         sub = stem.split(".", 1)[1]
         owner = "shared_expert" if cfg.shared_expert_gate else "shared_experts"
         if sub == "gate_up":
-            return f"src:{ffn}.{owner}.gate_up{suffix}"
+            return Source(Layout.GATE_UP, f"{ffn}.{owner}.gate_up{suffix}")
         return f"{ffn}.{owner}.{FFN_PARAMS[sub]}{suffix}" if sub in FFN_PARAMS else None
     m = re.match(r"^experts\.(\d+)\.(\w+)$", stem)
     if m:
@@ -111,10 +112,10 @@ def layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
         if bias:
             raise Unsupported(f"layers.{i}.ffn.experts.{e}.{sub}.bias: per-expert biases stored one by one")
         if sub == "gate_up":
-            return f"src:{ffn}.experts.{e}.gate_up.weight"
+            return Source(Layout.GATE_UP, f"{ffn}.experts.{e}.gate_up.weight")
         return f"{ffn}.experts.{e}.{FFN_PARAMS[sub]}.weight" if sub in FFN_PARAMS else None
     m = re.match(r"^experts\.(gate_up|gate|up|down)$", stem)
     if m:
-        return f"src:{ffn}.experts.stacked_{m.group(1)}{suffix}"
+        return Source(Layout.STACKED, f"{ffn}.experts.{m.group(1)}{suffix}")
     return None
 
