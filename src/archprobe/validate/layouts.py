@@ -247,8 +247,9 @@ def _stacked(part: Part, src: Source, flay: dict, num_experts: int = 1) -> None:
     [E * F, H], DBRX, the down bank stored [F, H] per expert when `down_transposed`) -> ExpertBank tensors."""
     import torch
 
-    bank, _, leaf = src.stored.rpartition(".")      # `block_sparse_moe.experts.gate_up`, `weight`
-    owner, _, which = bank.rpartition(".")
+    ffn, _, what = src.stored.partition(".experts.")      # `block_sparse_moe`, `gate_up.weight`
+    owner = ffn + ".experts"
+    which, _, leaf = what.partition(".")
     bias = leaf == "bias"
     flat = flay.get("experts") == "flattened" and not bias
     transposed = (bool(flay.get("stacked_transposed")) or (flat and which == "down" and

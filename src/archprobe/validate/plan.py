@@ -23,6 +23,7 @@ NORM_MODULES = {"pre_mixer": "input_layernorm", "pre_ffn": "post_attention_layer
                 "post_mixer_sum": "post_mixer_sum_norm", "post_ffn_sum": "post_ffn_sum_norm"}
 LATENT_NAMES = ("latent_down", "latent_up", "latent_norm")
 
+
 class Unsupported(ArchprobeError):
     """The card describes something archprobe.nn cannot run (yet); the message names the one piece."""
 
@@ -35,7 +36,6 @@ class NeedsField(ArchprobeError):
                          f"leaves unknown", hint=f"write the card (archprobe card SOURCE -o card.yaml), set "
                          f"`{path}: <value>`, and pass --card card.yaml")
         self.path = path
-
 
 
 def need_field(value, path: str, what: str = ""):
