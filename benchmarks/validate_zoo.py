@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     from tests.support import zoo
 
     from archprobe.validate import validate
-    from archprobe.validate.build import NeedsField
+    from archprobe.validate.plan import NeedsField
 
     root = argv[0] if argv else os.environ.get("ARCHPROBE_ZOO_DIR", "zoo")
     names = argv[1:] or sorted(zoo.MEMBERS) + [zoo.twin_name(t) for t in sorted(zoo.TWINS)]

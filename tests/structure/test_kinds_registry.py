@@ -128,9 +128,10 @@ def test_memory_and_validate_have_no_per_kind_branches():
     """The stages ask the registry; a mixer kind's name written as a literal there is a list of their own."""
     from archprobe.memory import plan
     from archprobe.nn import decoder
-    from archprobe.validate import build
+    from archprobe.validate import plan as validate_plan
 
-    bodies = {"memory/plan.py": inspect.getsource(plan), "build._layer_fields": inspect.getsource(build._layer_fields),
+    bodies = {"memory/plan.py": inspect.getsource(plan),
+              "validate/plan._layer_fields": inspect.getsource(validate_plan._layer_fields),
               "decoder._mixer": inspect.getsource(decoder._mixer)}
     for where, text in bodies.items():
         named = {k for k in kinds.MIXERS if re.search(rf"[\"']{k}[\"']", text)}

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from archprobe.validate.build import NeedsField, config_fields
+from archprobe.validate.plan import NeedsField, config_fields
 from tests.support.positions_card import positions_card
 
 

@@ -16,8 +16,9 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 from archprobe.formats.sources import open_source  # noqa: E402
 from archprobe.structure.card import Card  # noqa: E402
 from archprobe.testing import assert_close  # noqa: E402
-from archprobe.validate.build import NeedsField, Unsupported, blueprint  # noqa: E402
+from archprobe.validate.build import blueprint  # noqa: E402
 from archprobe.validate.load import TensorReader  # noqa: E402
+from archprobe.validate.plan import NeedsField, Unsupported  # noqa: E402
 from archprobe.validate.stream import stream_forward  # noqa: E402
 from tests.support.tiny_models import FAMILY_PROMPT_IDS, build  # noqa: E402
 from tests.support.tiny_models import perturb_parameters as perturb  # noqa: E402
@@ -117,8 +118,8 @@ def test_unknown_mixer_kind_is_unsupported_naming_it():
         blueprint(card, {})
 
 
-def test_gpt2_conv1d_fused_qkv_learned_positions(tmp_path):
-    want = _save("gpt2", tmp_path, vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=64)
+def _gpt2_card() -> Card:
+    """GPT-2's card: Conv1D weights [in, out] and c_attn a fused q | k | v, both from the card's layout."""
     ln = {"kind": "layer", "eps": 1e-5, "bias": True}
     tensors = {"embed": "transformer.wte.weight", "pos_embed": "transformer.wpe.weight",
                "final_norm": "transformer.ln_f.weight", "final_norm.bias": "transformer.ln_f.bias"}
@@ -134,9 +135,42 @@ def test_gpt2_conv1d_fused_qkv_learned_positions(tmp_path):
                        "ffn": {"kind": "dense", "activation": "gelu_new", "gated": False, "width": 256, "bias": True,
                                "layout": {"transposed": True}},
                        "norm": {"pre_mixer": ln, "pre_ffn": ln}})
-    card = Card.from_dict({"hidden_size": 64, "vocab_size": 256, "num_layers": 2, "tie_word_embeddings": True,
+    return Card.from_dict({"hidden_size": 64, "vocab_size": 256, "num_layers": 2, "tie_word_embeddings": True,
                            "embed": {"pos_kind": "learned"}, "final_norm": ln, "layers": layers, "tensors": tensors})
-    assert_close("cross_implementation", want, _run(card, tmp_path), torch.float32)
+
+
+GPT2 = dict(vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=64)
+
+
+def test_gpt2_conv1d_fused_qkv_learned_positions(tmp_path):
+    want = _save("gpt2", tmp_path, **GPT2)
+    assert_close("cross_implementation", want, _run(_gpt2_card(), tmp_path), torch.float32)
+
+
+def test_stored_layouts_are_typed_sources_apart_from_parameters(tmp_path):
+    """A tensor stored in a layout (GPT-2's Conv1D [in, out], its fused c_attn) is a typed source the layouts
+    derive parameters from, never a module name: what a part loads as is are parameters of its module, every
+    source feeds a derived parameter, and together they are the module's whole state."""
+    from archprobe.nn.decoder import DecoderLayer
+    from archprobe.validate.layouts import Layout
+
+    _save("gpt2", tmp_path, **GPT2)
+    card = _gpt2_card()
+    reader = TensorReader(str(tmp_path), open_source(str(tmp_path)).headers)
+    bp = blueprint(card, reader.all_shapes(card.tensors.values()))
+    part = bp.parts[0]
+    with torch.device("meta"):
+        own = set(DecoderLayer(bp.config, 0).state_dict())
+    derived = {d.target for d in part.derived}
+    assert set(part.names) <= own and derived <= own and not set(part.names) & derived
+    assert set(part.names) | derived == own
+    assert {s for d in part.derived for s in d.sources} == set(part.sources)
+    by_layout = {}
+    for src, name in part.sources.items():
+        by_layout.setdefault(src.layout, set()).add(name)
+    h = "transformer.h.0."
+    assert by_layout == {Layout.FUSED_QKV: {h + "attn.c_attn.weight", h + "attn.c_attn.bias"},
+                         Layout.TRANSPOSED: {h + n + ".weight" for n in ("attn.c_proj", "mlp.c_fc", "mlp.c_proj")}}
 
 
 def test_gpt_oss_stacked_transposed_interleaved_experts_sinks_router_bias(tmp_path):

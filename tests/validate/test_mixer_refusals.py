@@ -55,7 +55,7 @@ def test_multipliers_once_refused_now_match_transformers(zoo, tmp_path, name, co
 def test_a_per_head_gate_of_an_unknown_family_needs_its_activation(zoo, tmp_path):
     """LFM3 gates each head with a sigmoid, Laguna with a softplus: the shapes are the same, so without the
     family's row validate names the field instead of guessing."""
-    from archprobe.validate.build import NeedsField
+    from archprobe.validate.plan import NeedsField
 
     folder = _copy_with(zoo, tmp_path, "lfm3", model_type="lfm3_renamed", hidden_act="silu")
     with pytest.raises(NeedsField, match="head_gate_act"):

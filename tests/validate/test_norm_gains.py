@@ -19,8 +19,8 @@ pytestmark = pytest.mark.needs_transformers
 
 from archprobe.structure.card import load_card  # noqa: E402
 from archprobe.validate import validate  # noqa: E402
-from archprobe.validate.build import NeedsField  # noqa: E402
 from archprobe.validate.load import load  # noqa: E402
+from archprobe.validate.plan import NeedsField  # noqa: E402
 
 
 def _rel(got, want) -> float:

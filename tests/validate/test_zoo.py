@@ -22,8 +22,8 @@ from tests.support import zoo as zoo_mod  # noqa: E402
 pytestmark = pytest.mark.needs_transformers
 
 from archprobe.validate import validate  # noqa: E402
-from archprobe.validate.build import NeedsField  # noqa: E402
 from archprobe.validate.pipeline import GATE  # noqa: E402
+from archprobe.validate.plan import NeedsField  # noqa: E402
 
 MEMBERS = sorted(zoo_mod.MEMBERS)
 TWINS = sorted(zoo_mod.TWINS)

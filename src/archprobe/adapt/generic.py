@@ -21,8 +21,9 @@ def probe(config: dict, features: list[dict], present: set[str], shapes: dict[st
     try:
         import torch  # noqa: F401  (archprobe.nn needs it)
 
-        from archprobe.validate.build import NeedsField, Unsupported, blueprint
+        from archprobe.validate.build import blueprint
         from archprobe.validate.load import TensorReader
+        from archprobe.validate.plan import NeedsField, Unsupported
     except ImportError:
         return not_installed(NAME + " validate", "pip install 'archprobe[torch]'")
     reader = TensorReader(raw.location, raw.headers)
@@ -32,7 +33,7 @@ def probe(config: dict, features: list[dict], present: set[str], shapes: dict[st
         return unknown(NAME, None, f"validate needs card field {exc.path}, which the card leaves unknown")
     except Unsupported as exc:
         return unknown(NAME, None, f"validate cannot run it: {exc.message}")
-    bound = {reader.listed(n) for part in bp.parts.values() for n in part.names.values()}
+    bound = {reader.listed(n) for part in bp.parts.values() for n in part.checkpoint_names()}
     bound |= {QUANT_LEAF.sub(".weight", n) for n in bound if n}   # the logical weight a quantized one stores
     unmapped = sorted(n for n in present if n not in bound)
     notes = [f"{len(present) - len(unmapped)} of {len(present)} tensor families map onto archprobe.nn"]

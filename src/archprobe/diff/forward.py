@@ -42,7 +42,8 @@ class Run:
 def run_side(weights, ids: list[int], dtype: torch.dtype = torch.float32) -> Run:
     """The streamed forward of one opened side (diff.data.Weights) on `ids`; never raises for a model
     archprobe.nn cannot run (the reason is the run's error)."""
-    from archprobe.validate.build import Unsupported, blueprint
+    from archprobe.validate.build import blueprint
+    from archprobe.validate.plan import Unsupported
     from archprobe.validate.stream import stream_forward
 
     loaded = weights.loaded

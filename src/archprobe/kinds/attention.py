@@ -33,7 +33,7 @@ def act_width(m):
 
 
 def fields(card, i, has, out):
-    from archprobe.validate.build import Unsupported, card_rope, head_gate_kind, need_field
+    from archprobe.validate.plan import Unsupported, card_rope, head_gate_kind, need_field
 
     layer = card.layers[i]
     m = layer.mixer

@@ -24,7 +24,8 @@ def cache(m, c: CacheContext):
 
 def fields(card, i, has, out):
     """num_heads = value heads; conv_dim = 2 Hk dk + Hv dv gives the key heads."""
-    from archprobe.validate.build import GDN_SOURCES, Unsupported, need_field
+    from archprobe.validate.layouts import GDN_SOURCES
+    from archprobe.validate.plan import Unsupported, need_field
 
     m = card.layers[i].mixer
     p = f"layers.{i}"

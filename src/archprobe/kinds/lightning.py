@@ -15,7 +15,7 @@ def cache(m, c: CacheContext):
 
 
 def fields(card, i, has, out):
-    from archprobe.validate.build import Unsupported, need_field
+    from archprobe.validate.plan import Unsupported, need_field
 
     m = card.layers[i].mixer
     p = f"layers.{i}"

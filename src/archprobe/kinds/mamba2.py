@@ -20,7 +20,8 @@ def cache(m, c: CacheContext):
 
 
 def fields(card, i, has, out):
-    from archprobe.validate.build import MUP_FOLDS, Unsupported, need_field
+    from archprobe.validate.layouts import MUP_FOLDS
+    from archprobe.validate.plan import Unsupported, need_field
 
     m = card.layers[i].mixer
     p = f"layers.{i}"

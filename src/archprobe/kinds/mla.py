@@ -26,7 +26,7 @@ def cache(m, c: CacheContext):
 
 
 def fields(card, i, has, out):
-    from archprobe.validate.build import Unsupported, card_rope, head_gate_kind, need_field, yarn_mscale
+    from archprobe.validate.plan import Unsupported, card_rope, head_gate_kind, need_field, yarn_mscale
 
     m = card.layers[i].mixer
     p = f"layers.{i}"

@@ -14,7 +14,7 @@ def attrs(m, H):
 
 
 def fields(card, i, has, out):
-    from archprobe.validate.build import card_rope, need_field
+    from archprobe.validate.plan import card_rope, need_field
 
     m = card.layers[i].mixer
     p = f"layers.{i}"

@@ -16,7 +16,7 @@ def cache(m, c: CacheContext):
 
 def fields(card, i, has, out):
     """The y branch's activation is the model's hidden activation (Griffin: GeLU)."""
-    from archprobe.validate.build import Unsupported, need_field
+    from archprobe.validate.plan import Unsupported, need_field
 
     layer = card.layers[i]
     m, f = layer.mixer, layer.ffn

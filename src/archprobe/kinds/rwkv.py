@@ -59,7 +59,7 @@ def detect(mods, H, cfg):
 
 
 def fields(card, i, has, out):
-    from archprobe.validate.build import Unsupported, need_field
+    from archprobe.validate.plan import Unsupported, need_field
 
     m = card.layers[i].mixer
     p = f"layers.{i}"

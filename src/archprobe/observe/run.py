@@ -95,10 +95,11 @@ def _forward(doc: dict, ck, texts, prompt_ids, dtype: str, progress, weights: bo
     from archprobe.observe.recorder import Recorder
     from archprobe.observe.sample import SAMPLE, encode_texts
     from archprobe.observe.weights import Scan
-    from archprobe.validate.build import Unsupported, blueprint
+    from archprobe.validate.build import blueprint
     from archprobe.validate.load import load
     from archprobe.validate.norm_gains import check_norm_gains
     from archprobe.validate.pipeline import DTYPES
+    from archprobe.validate.plan import Unsupported
     from archprobe.validate.stream import stream_forward
 
     if dtype not in DTYPES:

@@ -1,5 +1,6 @@
 """Validation: the card -> archprobe.nn, streamed layer by layer, compared with a reference
-(load: validate/load.py, build: validate/build.py, stream: validate/stream.py, compare: validate/reference.py).
+(load: validate/load.py, build: validate/build.py over plan.py, roles.py and layouts.py, stream:
+validate/stream.py, compare: validate/reference.py).
 
 `validate` is imported on first use, so `archprobe.validate.status` (read by the report) needs no torch."""
 

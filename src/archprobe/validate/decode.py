@@ -16,8 +16,10 @@ costs. `LazyModel.token_needs()` counts, from the headers and the routing record
 forward needed, so the bytes actually read can be compared with them.
 
 Names come from where the eager path takes them: the card's blueprint (validate/build.py). Layouts the
-card says need a tensor split, transposed or stacked before use are refused (a one-line Unsupported
-naming the first); quantized non-expert weights are read once and kept, dequantized.
+card says need a tensor split, transposed or stacked before use (a blueprint part's sources,
+validate/layouts.py) are refused (a one-line Unsupported naming the first); sources stored but never read
+(`Layout.UNUSED`) are skipped as the eager path skips them; quantized non-expert weights are read once and
+kept, dequantized.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ import time
 import torch
 from torch import nn
 
-from archprobe.validate.build import Unsupported
+from archprobe.validate.layouts import Layout
 from archprobe.validate.lazy_experts import PROJECTIONS, LazyExpertBank, LazyMoE
 from archprobe.validate.lazy_io import ByteReader, ShardIndex
+from archprobe.validate.plan import Unsupported
 from archprobe.validate.streamed_matmul import dense_matmul
 
 STREAM_MIN_BYTES = 1 << 18      # matrices at least this large are read at each use, never kept (one-row
@@ -91,6 +94,9 @@ def plan(folder: str, loaded=None) -> tuple[object, dict, str, list[str]]:
     odd = next((d.target for p in bp.parts.values() for d in p.derived), None)
     if odd is not None:
         raise Unsupported(f"{odd}: the lazy path reads tensors as stored, and the card derives this one")
+    laid = next((n for p in bp.parts.values() for s, n in p.sources.items() if s.layout is not Layout.UNUSED), None)
+    if laid is not None:
+        raise Unsupported(f"{laid}: the lazy path reads tensors as stored, and the card stores this one in a layout")
     files = sorted({f for fs in loaded.reader.files.values() for f in fs})
     return bp.config, {k: dict(p.names) for k, p in bp.parts.items()}, loaded.folder, files
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from archprobe.errors import CheckpointError
-from archprobe.validate.build import NeedsField
+from archprobe.validate.plan import NeedsField
 
 CENTRED = 0.25      # |mean gain| below this: zero-centred, as (1 + w) gains are
 PLAIN_NEG = 0.10    # plain trained gains: few values below 0 (SmolLM2-135M: 2.3% of them)

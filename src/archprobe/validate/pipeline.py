@@ -64,8 +64,8 @@ def fetch_source(source: str, layers: str | None, fetch_progress):
 
 def _generation(loaded, prompt: list[int], n: int, dtype, ref) -> dict:
     """`n` greedy tokens through the cached decode path (validate/decode.py), beside the reference's."""
-    from archprobe.validate.build import Unsupported
     from archprobe.validate.decode import LazyModel
+    from archprobe.validate.plan import Unsupported
 
     out: dict = {"new_tokens": n, "reference": None, "first_difference": None}
     try:
@@ -108,9 +108,10 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
     `source` may be an opened `Checkpoint` (structure/checkpoint.py: its card is the one validated, derived
     once); else `card` (a Card) overrides the derived card's fields. `generate` > 0 also decodes
     that many tokens greedily (ours through the cached decode path, and the reference's)."""
-    from archprobe.validate.build import Unsupported, blueprint
+    from archprobe.validate.build import blueprint
     from archprobe.validate.load import load
     from archprobe.validate.norm_gains import check_norm_gains
+    from archprobe.validate.plan import Unsupported
     from archprobe.validate.stream import stream_forward
 
     if dtype not in DTYPES:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from archprobe.ops.quant import dequantize_fp8_block, dequantize_int4_packed, dequantize_mxfp4, dequantize_nvfp4
-from archprobe.validate.build import Unsupported
+from archprobe.validate.plan import Unsupported
 
 
 def lazy_dequantize(names: dict[str, str], get, dtype: torch.dtype, keep_packed_experts: bool = False) -> dict:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from archprobe.validate.build import Blueprint, Part
+from archprobe.validate.build import Blueprint
+from archprobe.validate.layouts import Part, Source
 
 
 @dataclass
@@ -36,24 +37,25 @@ def _stats(h: torch.Tensor, seconds: float, index: int, kind: str) -> dict:
 
 def part_state(part: Part, get, dtype: torch.dtype, keep_packed: bool, tie_from: str | None = None) -> dict:
     """A Part's module state (loaders resolved lazily by `nn.loading.sanitize`): dequantized, derived
-    tensors computed from their (cached) sources, per-expert tensors stacked."""
+    tensors computed from their (cached, dequantized) sources, per-expert tensors stacked. Sources no
+    derived tensor reads (`Layout.UNUSED`) are never read."""
     from archprobe.nn.loading import LoadError, sanitize, tensor_of
     from archprobe.validate.quant import lazy_dequantize
 
     loaders = lazy_dequantize(part.names, get, dtype, keep_packed_experts=keep_packed)
-    sources = {n: loaders.pop(n) for n in [n for n in loaders if n.startswith("src:")]}
+    stored = lazy_dequantize({s.key: n for s, n in part.sources.items()}, get, dtype, keep_packed_experts=keep_packed)
     cache: dict[str, torch.Tensor] = {}
 
-    def source(name: str) -> torch.Tensor:
-        if name not in cache:
-            cache[name] = tensor_of(sources[name])
-        return cache[name]
+    def source(src: Source) -> torch.Tensor:
+        if src.key not in cache:
+            cache[src.key] = tensor_of(stored[src.key])
+        return cache[src.key]
 
     def derive(d):
         try:
             return d.fn(*(source(s) for s in d.sources))
         except (RuntimeError, ValueError, IndexError) as exc:   # a layout the stored tensor does not fit
-            names = ", ".join(part.names[s] for s in d.sources)
+            names = ", ".join(part.sources[s] for s in d.sources)
             raise LoadError(f"{d.target}: cannot derive it from {names} as the card's layout says "
                             f"({str(exc).splitlines()[0][:120]})") from None
 
@@ -89,7 +91,7 @@ def stream_forward(bp: Blueprint, reader, ids: torch.Tensor, dtype: torch.dtype,
         except LoadError as exc:
             problems.append(exc.message)
             return False
-        mapped[0] += len(part.names)
+        mapped[0] += len(part.names) + len(part.sources)
         return True
 
     with torch.device("meta"):
