@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from archprobe.formats.dtypes import FLOATS, INTEGERS
+from archprobe.formats.gguf import ggml_type
 
 SCHEMA = "archprobe.diff/1"
 LIMIT = 200                      # entries kept per list; the rest are counted in `left_out`
@@ -66,7 +67,7 @@ def side_of(raw, derived, doc: dict) -> Side:
 def _plain_dtype(dtype: str) -> str:
     """GGUF's unquantized types are the same bytes as safetensors' (`GGUF_F32` is F32): named alike, so a
     conversion is not a re-type; quantized GGUF types keep their names (`GGUF_Q4_K`)."""
-    rest = dtype.removeprefix("GGUF_")
+    rest = ggml_type(dtype)
     return rest if rest in PLAIN else dtype
 
 
