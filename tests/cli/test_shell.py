@@ -85,12 +85,7 @@ def test_every_command_ends_in_emit():
     for name, cb in COMMANDS:
         tree = ast.parse(inspect.getsource(cb).lstrip())
         calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-        assert "emit" in calls or "_list_gpus" in calls and "emit" in _calls_in("memory_cmd.py"), name
-
-
-def _calls_in(module: str) -> set[str]:
-    tree = ast.parse((Path(cli_pkg.__file__).parent / module).read_text())
-    return {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        assert "emit" in calls, f"{name} does not answer through cli/output.py emit"
 
 
 def _dotted(node) -> str:
@@ -159,16 +154,13 @@ def test_eval_export_prints_the_chain_or_what_it_wrote(tmp_path):
 
 
 def test_eval_standin_json_says_where_it_listens(tmp_path):
-    import socket
     import subprocess
     import sys
     import urllib.request
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "archprobe.cli.main", "eval", "standin", "--port", str(port),
-                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    # port 0: the system picks a free one, and only the JSON says which
+    proc = subprocess.Popen([sys.executable, "-m", "archprobe.cli.main", "eval", "standin", "--port", "0", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         text = proc.stdout.readline()
         while text and not text.rstrip().endswith("}"):     # one JSON document, as every --json prints it
@@ -177,7 +169,8 @@ def test_eval_standin_json_says_where_it_listens(tmp_path):
             if not more:
                 break
         doc = json.loads(text)
-        assert doc["schema"] == "archprobe.standin/1" and doc["model"] is False and str(port) in doc["url"]
+        assert doc["schema"] == "archprobe.standin/1" and doc["model"] is False
+        assert doc["url"].startswith("http://127.0.0.1:") and not doc["url"].startswith("http://127.0.0.1:0/")
         with urllib.request.urlopen(doc["url"].rstrip("/") + "/models", timeout=10) as r:
             assert r.status == 200
     finally:

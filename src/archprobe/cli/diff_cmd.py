@@ -31,8 +31,7 @@ def diff(a: SideA, b: SideB, json_out: JsonOpt = False, no_progress: NoProgressO
     """What changed between two checkpoints? Cards, config keys, tensors (added, removed, renamed, re-typed),
     parameter and byte deltas, from headers only; two hub sources also file by file (which shards changed,
     is the mirror byte-identical) from the hub's sha256 digests; --data and --forward compare weights and
-    outputs (--prompt, --prompt-file or --prompt-ids: --forward's input). Exit 0 whether
-    or not they differ.
+    outputs. Exit 0 whether or not they differ.
 
     Examples: archprobe diff ./model ./model-fp8 ; archprobe diff org/name@v1 org/name@v2 --json ;
     archprobe diff org/name mirror/name --files-only ;
