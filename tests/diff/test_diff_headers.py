@@ -248,7 +248,7 @@ def test_cli_bad_source_is_one_line_exit_2(tmp_path):
 
 
 def test_hostile_names_render_inert(tmp_path):
-    from archprobe.cli.render_diff import render_diff
+    from archprobe.cli.render.diff import render_diff
     from archprobe.cli.textsafe import SafeConsole
 
     a = _write(tmp_path / "a")

@@ -40,7 +40,7 @@ def _inert_terminal_text(text: str) -> None:
 
 
 def test_inspect_renderer(tmp_path):
-    from archprobe.cli.render import render_inspect
+    from archprobe.cli.render.inspect import render_inspect
 
     out = io.StringIO()
     render_inspect(_hostile_inspect_doc(tmp_path), console=SafeConsole(file=out, width=400, force_terminal=True))
@@ -61,10 +61,10 @@ def test_safe_console_even_on_a_colour_terminal():
 
 
 def test_memory_adapt_validate_and_eval_renderers(capsys):
-    from archprobe.cli.adapt_cmd import render_adapt
-    from archprobe.cli.render_eval import render_report
-    from archprobe.cli.render_memory import render_memory
-    from archprobe.cli.validate_cmd import _render
+    from archprobe.cli.render.adapt import render_adapt
+    from archprobe.cli.render.eval import render_report
+    from archprobe.cli.render.memory import render_memory
+    from archprobe.cli.render.validate import render_validate
     from archprobe.demo import demo_checkpoint
     from archprobe.memory.sizing import sizing_document
     from archprobe.structure.inspect import inspect_checkpoint
@@ -79,7 +79,7 @@ def test_memory_adapt_validate_and_eval_renderers(capsys):
                                   "missing": [PAYLOAD], "installed": True, "notes": [PAYLOAD],
                                   "features": [{"feature": PAYLOAD, "status": PAYLOAD, "why": PAYLOAD}]}],
                   "matrix": {PAYLOAD: {PAYLOAD: PAYLOAD}}})
-    _render({"status": PAYLOAD, "mapped_tensors": 1, "unmapped_tensors": [], "peak_rss_bytes": 1,
+    render_validate({"status": PAYLOAD, "mapped_tensors": 1, "unmapped_tensors": [], "peak_rss_bytes": 1,
              "reasons": [PAYLOAD], "missing_tensors": [PAYLOAD], "reference": {"error": PAYLOAD},
              "layers": [{"index": 0, "kind": PAYLOAD, "out_rms": 1.0, "max_abs": 1.0, "finite": True,
                          "seconds": 0.1}]})

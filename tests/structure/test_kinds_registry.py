@@ -76,7 +76,7 @@ def test_every_mixer_kind_has_a_zoo_member():
 
 
 def test_terminal_and_report_label_and_colour_every_mixer_kind():
-    from archprobe.cli.render import compress_runs
+    from archprobe.cli.render.inspect import compress_runs
     from archprobe.report.svg import color, legend
 
     for name, k in kinds.MIXERS.items():

@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, NoProgressOpt, print_json, shard_progress
+from archprobe.cli.output import emit
+from archprobe.cli.params import JsonOpt, NoProgressOpt, PromptFileOpt, PromptIdsOpt, PromptOpt
+from archprobe.cli.progress import item_progress, shard_progress
 
 _HELP = "Local folder, .safetensors/.gguf file, or hub repo id org/name[@revision][:GGUF_TAG] (as inspect)."
 SideA = Annotated[str, typer.Argument(help=_HELP, show_default=False)]
@@ -21,9 +23,6 @@ DataOpt = Annotated[bool, typer.Option("--data", help="Also compare the weights 
                                                       "dequantized; two tensors resident at a time).")]
 ForwardOpt = Annotated[bool, typer.Option("--forward", help="Also run both on one prompt: per-layer hidden states "
                                                             "and llama.cpp's KLD statistics of the logits.")]
-PromptOpt = Annotated[str | None, typer.Option("--prompt", help="--forward's input text (A's tokenizer.json).")]
-PromptFileOpt = Annotated[str | None, typer.Option("--prompt-file", help="--forward's input text from a file.")]
-PromptIdsOpt = Annotated[str | None, typer.Option("--prompt-ids", help="--forward's comma-separated token ids.")]
 
 
 def diff(a: SideA, b: SideB, json_out: JsonOpt = False, no_progress: NoProgressOpt = False,
@@ -56,13 +55,10 @@ def diff(a: SideA, b: SideB, json_out: JsonOpt = False, no_progress: NoProgressO
         from archprobe.diff.compare import add_weight_sections
 
         add_weight_sections(doc, a, b, data=data, forward=forward, prompt=text, ids=ids, limit=limit,
-                            progress=_tensor_progress(not no_progress and not json_out))
-    if json_out:
-        print_json(doc)
-    else:
-        from archprobe.cli.render_diff import render_diff
+                            progress=item_progress(not no_progress and not json_out, "tensors"))
+    from archprobe.cli.render.diff import render_diff
 
-        render_diff(doc)
+    emit(doc, json_out, render_diff)
 
 
 def _forward_input(forward: bool, prompt: str | None, prompt_file: str | None, prompt_ids: str | None):
@@ -82,14 +78,3 @@ def _forward_input(forward: bool, prompt: str | None, prompt_file: str | None, p
         prompt = read_prompt_file(prompt_file)
     return (options.token_ids(prompt_ids) if prompt_ids else None), prompt
 
-
-def _tensor_progress(wanted: bool):
-    """A transient bar over --data's tensor pairs on a terminal's stderr; None otherwise."""
-    import sys
-
-    if not wanted or not sys.stderr.isatty():
-        return None
-    from rich.console import Console
-    from rich.progress import track
-
-    return lambda roles: track(roles, description="tensors", console=Console(stderr=True), transient=True)

@@ -6,13 +6,21 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, NoProgressOpt, print_json, shard_progress
-from archprobe.cli.errors import one_line
+from archprobe.cli.output import emit
+from archprobe.cli.params import (
+    DEFAULT_LEDGER,
+    HtmlOpt,
+    JsonOpt,
+    LedgerOpt,
+    NoProgressOpt,
+    OutOpt,
+    RunIdOpt,
+    SeedOpt,
+)
+from archprobe.cli.progress import shard_progress
 
 app = typer.Typer(help="Evaluations with the nine-check method; every attempt kept in a SQLite ledger.",
                   no_args_is_help=True)
-LedgerOpt = Annotated[str, typer.Option("--ledger", help="SQLite ledger file.")]
-DEFAULT_LEDGER = "archprobe-ledger.sqlite"
 
 
 @app.command("run")
@@ -22,15 +30,14 @@ def run(tasks: Annotated[str, typer.Argument(help="Task-set folder (with tasks.j
         attempts: Annotated[int, typer.Option(min=1, help="Attempts per task.")] = 5,
         concurrency: Annotated[int, typer.Option(min=1, help="Attempts in flight at once.")] = 8,
         ledger: LedgerOpt = DEFAULT_LEDGER,
-        run_id: Annotated[str | None, typer.Option(help="Resume this run (only attempts without a final "
-                                                        "outcome run again), or name a new one.")] = None,
+        run_id: RunIdOpt = None,
         executor: Annotated[str, typer.Option(help="local (asyncio) or ray (RAY_ADDRESS for a cluster).")] = "local",
         timeout: Annotated[float, typer.Option(help="Seconds per attempt (wall clock).")] = 120.0,
         max_retries: Annotated[int, typer.Option(min=0, help="New linked attempts after an error or timeout.")] = 2,
         backoff: Annotated[float, typer.Option(min=0, help="First retry delay in seconds (doubles).")] = 1.0,
         temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default: the server's).")] = None,
         max_tokens: Annotated[int | None, typer.Option(help="Completion token limit.")] = None,
-        seed: Annotated[int | None, typer.Option(help="Base seed; sample i asks with seed+i.")] = 0,
+        seed: SeedOpt = 0,
         api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
         no_network_isolation: Annotated[bool, typer.Option(help="Run agentic test commands with the host "
                                                                 "network.")] = False,
@@ -79,15 +86,9 @@ def run(tasks: Annotated[str, typer.Argument(help="Task-set folder (with tasks.j
     except KeyboardInterrupt:
         typer.echo(f"interrupted: every finished attempt is in {ledger}; resume with --run-id {rid}", err=True)
         raise typer.Exit(130) from None
-    doc = build_report(book, rid)
-    if json_out:
-        print_json(doc)
-    else:
-        from archprobe.cli.render_eval import render_report
+    from archprobe.cli.render.eval import render_run
 
-        render_report(doc)
-        typer.echo(f"ledger: {ledger}   report again: archprobe eval report {rid} --ledger {ledger}")
-
+    emit(build_report(book, rid), json_out, lambda doc: render_run(doc, ledger))
 
 
 @app.command("intervene")
@@ -105,16 +106,14 @@ def intervene(run_id: str, attempt: Annotated[str, typer.Option(help="Attempt id
     if book.attempt_run(attempt) != run_id:
         raise ArchprobeError(f"attempt {attempt!r} belongs to another run")
     book.add_intervention(attempt, kind, note)
-    if json_out:
-        print_json({"run_id": run_id, "attempt_id": attempt, "kind": kind, "recorded": True})
-    else:
-        typer.echo(f"recorded {kind} on {attempt}")
+    from archprobe.cli.render.eval import render_intervention
 
+    emit({"run_id": run_id, "attempt_id": attempt, "kind": kind, "recorded": True}, json_out, render_intervention)
 
 
 @app.command("report")
 def report(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER,
-           html: Annotated[str | None, typer.Option("--html", help="Also write a self-contained HTML page.")] = None,
+           html: HtmlOpt = None,
            ci: Annotated[str, typer.Option(help="auto, clustered, bootstrap or wilson.")] = "auto",
            also_ledger: Annotated[list[str] | None, typer.Option(help="Another ledger to search for independent "
                                                                      "re-runs on the same task hash (C1).")] = None,
@@ -131,44 +130,29 @@ def report(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER,
     doc = build_report(_existing(ledger, read_only=True), run_id, ci=ci, other_ledgers=others)
     if html:
         write_html(doc, html)
-    if json_out:
-        print_json(doc)
-        return
-    from archprobe.cli.render_eval import render_report
+    from archprobe.cli.render.eval import render_report
 
-    render_report(doc)
-    if html:
-        typer.echo(f"html: {html}")
-
+    emit(doc, json_out, lambda d: render_report(d, html=html))
 
 
 @app.command("runs")
 def runs(ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
     """The runs in a ledger."""
 
-    rows = _existing(ledger, read_only=True).runs()
-    if json_out:
-        print_json({"schema": "archprobe.eval-runs/1", "runs": rows})
-        return
-    for r in rows:
-        typer.echo(one_line(f"{r['run_id']}  {r['source']}  {r['model']}  {r['attempts_per_task']}x  "
-                            f"{r['task_set_hash'][:19]}"))
+    from archprobe.cli.render.eval import render_runs
 
+    emit({"schema": "archprobe.eval-runs/1", "runs": _existing(ledger, read_only=True).runs()}, json_out,
+         render_runs)
 
 
 @app.command("compare")
 def compare(run_a: str, run_b: str, ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
     """Paired comparison of two runs on the same task hash: mean per-task difference (B - A), 95% CI."""
 
+    from archprobe.cli.render.eval import render_compare
     from archprobe.eval.compare import compare_runs
 
-    doc = compare_runs(_existing(ledger, read_only=True), run_a, run_b)
-    if json_out:
-        print_json(doc)
-    else:
-        typer.echo(f"{doc['tasks']} tasks; success B - A = {doc['mean_difference']:+.3f} "
-                   f"[{doc['ci95'][0]:+.3f}, {doc['ci95'][1]:+.3f}] ({doc['method']}); p = {doc['p_value']:.3g}")
-
+    emit(compare_runs(_existing(ledger, read_only=True), run_a, run_b), json_out, render_compare)
 
 
 @app.command("audit")
@@ -176,16 +160,10 @@ def audit(claim: Annotated[str, typer.Argument(help="CLAIM.yaml / .json, or an a
           json_out: JsonOpt = False) -> None:
     """Apply the nine checks to someone else's published result and print the verdict with reasons."""
 
+    from archprobe.cli.render.eval import render_checks
     from archprobe.eval.audit import audit_file
 
-    doc = audit_file(claim)
-    if json_out:
-        print_json(doc)
-        return
-    from archprobe.cli.render_eval import render_checks
-
-    render_checks(doc, title=doc.get("claim") or claim)
-
+    emit(audit_file(claim), json_out, lambda doc: render_checks(doc, title=doc.get("claim") or claim))
 
 
 @app.command("import-inspect")
@@ -198,18 +176,20 @@ def import_inspect(log: Annotated[str, typer.Argument(help="An Inspect AI .eval 
 
     check_log(log)   # before a ledger is made for it
     rid = import_inspect_log(Ledger(ledger), log, checked=True)
-    if json_out:
-        print_json({"run_id": rid, "ledger": ledger})
-    else:
-        typer.echo(f"imported as {rid}; archprobe eval report {rid} --ledger {ledger}")
+    from archprobe.cli.render.eval import render_imported
 
+    emit({"run_id": rid, "ledger": ledger}, json_out, render_imported)
 
 
 @app.command("standin")
 def standin(tasks: Annotated[str, typer.Argument(help="Task set whose answers the stand-in knows.")] = "builtin",
-            port: int = 8011, seed: int = 0, p_correct: float = 0.7, p_error: float = 0.0,
-            p_rate_limit: float = 0.0, p_stall: float = 0.0, stall_s: float = 5.0, delay_s: float = 0.0) -> None:
-    """Serve a deterministic OpenAI-compatible stand-in on 127.0.0.1 (NOT a model) to try the harness."""
+            port: int = 8011, seed: SeedOpt = 0, p_correct: float = 0.7, p_error: float = 0.0,
+            p_rate_limit: float = 0.0, p_stall: float = 0.0, stall_s: float = 5.0, delay_s: float = 0.0,
+            json_out: JsonOpt = False) -> None:
+    """Serve a deterministic OpenAI-compatible stand-in on 127.0.0.1 (NOT a model) to try the harness.
+
+    --json prints its address as a JSON document on stdout once it listens (for a script to read).
+    """
 
     import time
 
@@ -221,6 +201,7 @@ def standin(tasks: Annotated[str, typer.Argument(help="Task set whose answers th
                                                         stall_s=stall_s, delay_s=delay_s), port=port).start()
     typer.echo(f"stand-in (not a model: answers right with p={p_correct}) at {srv.url}; Ctrl-C stops it",
                err=True)
+    emit({"schema": "archprobe.standin/1", "url": srv.url, "model": False, "p_correct": p_correct}, json_out)
     try:
         while True:
             time.sleep(3600)
@@ -231,44 +212,41 @@ def standin(tasks: Annotated[str, typer.Argument(help="Task set whose answers th
 
 @app.command("verify")
 def verify(ledger: Annotated[str, typer.Argument(help="A ledger (.sqlite) or an exported run (.json).")],
-           run_id: Annotated[str | None, typer.Option(help="Check only this run.")] = None,
+           run_id: RunIdOpt = None,
            json_out: JsonOpt = False) -> None:
     """Check every run's hash chain; name each row that was edited, deleted or inserted by hand.
 
     Exit status 1 when any chain is broken. Example: archprobe eval verify archprobe-ledger.sqlite
     """
 
+    from archprobe.cli.render.eval import render_verify
+
     doc = _verify(ledger, run_id)
-    if json_out:
-        print_json(doc)
-    else:
-        for r in doc["runs"]:
-            state = "intact" if r["ok"] else f"BROKEN at {len(r['breaks'])} place(s)"
-            typer.echo(one_line(f"run {r['run_id']}: {r['rows']} rows, chain {state}; head {r['head']['hash']}"))
-            for b in r["breaks"]:
-                typer.echo(one_line(f"  seq {b['seq']}  {b['key'] or '-'}: {b['problem']}"))
+    emit(doc, json_out, render_verify)
     if not doc["ok"]:
         raise typer.Exit(1)
 
 
-
 @app.command("export")
-def export(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER,
-           output: Annotated[str, typer.Option("-o", "--output", help="Write the run's chain here (JSON).")] = "-"
+def export(run_id: str, ledger: LedgerOpt = DEFAULT_LEDGER, output: OutOpt = None, json_out: JsonOpt = False
            ) -> None:
-    """Write one run's rows with their hash chain, so a third party can run `eval verify` on it."""
+    """Write one run's rows with their hash chain (JSON), so a third party can run `eval verify` on it.
+
+    Without -o (or with -o -) the chain itself is printed; with -o FILE, --json prints what was written.
+    """
 
     from pathlib import Path
 
+    from archprobe.cli.render.eval import render_exported
     from archprobe.formats.jsontext import dumps
 
     doc = _existing(ledger, read_only=True).export_run(run_id)
-    if output == "-":
-        print_json(doc)
-    else:
-        Path(output).write_text(dumps(doc, indent=1))
-        typer.echo(f"exported {len(doc['rows'])} rows of {run_id} to {output}; head {doc['head']['hash']}")
-
+    if output in (None, "-"):
+        emit(doc, as_json=True)
+        return
+    Path(output).write_text(dumps(doc, indent=1))
+    emit({"schema": "archprobe.eval-export-written/1", "run_id": run_id, "written": output,
+          "rows": len(doc["rows"]), "head": doc["head"]}, json_out, render_exported)
 
 
 def _verify(path: str, run_id: str | None) -> dict:

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
-from archprobe.cli._common import CardOpt, JsonOpt, NoProgressOpt, load_card_opt, print_json, shard_progress
-
-SourceArg = Annotated[str | None, typer.Argument(
-    help="Local folder, .safetensors/.gguf file, or hub repo id org/name[@revision][:GGUF_TAG] "
-         "(the tag picks one GGUF model of a repo that holds several, e.g. :Q4_K_M). "
-         "Omitted: the embedded demo checkpoint.", show_default=False)]
+from archprobe.cli.output import emit
+from archprobe.cli.params import CardOpt, JsonOpt, NoProgressOpt, SourceArg
+from archprobe.cli.progress import shard_progress
 
 
 def inspect(source: SourceArg = None, json_out: JsonOpt = False, no_progress: NoProgressOpt = False,
@@ -21,33 +16,29 @@ def inspect(source: SourceArg = None, json_out: JsonOpt = False, no_progress: No
     Examples: archprobe inspect ./Kimi-K3 ; archprobe inspect moonshotai/Kimi-K3@main --json
     """
 
+    from archprobe.cli import options
     from archprobe.structure.inspect import inspect_checkpoint
 
-    user_card = load_card_opt(card)
+    user_card = options.user_card(card)
     with shard_progress(not no_progress and not json_out) as progress:
         doc = inspect_checkpoint(source, progress=progress, card=user_card)
-    if json_out:
-        print_json(doc)
-    else:
-        from archprobe.cli.render import render_inspect
+    from archprobe.cli.render.inspect import render_inspect
 
-        render_inspect(doc)
-
+    emit(doc, json_out, render_inspect)
 
 
 def demo(json_out: JsonOpt = False) -> None:
     """Write the embedded K3-shaped demo checkpoint (once, into the cache) and inspect it."""
 
+    from archprobe.cli.render.inspect import render_inspect
     from archprobe.demo import demo_checkpoint
     from archprobe.structure.inspect import inspect_checkpoint
 
     path = demo_checkpoint()
     doc = inspect_checkpoint(str(path))
-    if json_out:
-        print_json(doc)
-        return
-    from archprobe.cli.render import render_inspect
 
-    typer.echo(f"demo checkpoint: {path}")
-    render_inspect(doc)
+    def show(d: dict) -> None:
+        typer.echo(f"demo checkpoint: {path}")
+        render_inspect(d)
 
+    emit(doc, json_out, show)

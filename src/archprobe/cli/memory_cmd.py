@@ -8,40 +8,47 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import CardOpt, JsonOpt, NoProgressOpt, load_card_opt, print_json, shard_progress
-from archprobe.cli.inspect_cmd import SourceArg
+from archprobe.cli.output import emit
+from archprobe.cli.params import (
+    BatchOpt,
+    BlockSizeOpt,
+    BudgetOpt,
+    CardOpt,
+    ContextOpt,
+    DcpOpt,
+    DevicesOpt,
+    DpOpt,
+    EngineOpt,
+    EpOpt,
+    GpuMemoryUtilizationOpt,
+    GpuOpt,
+    JsonOpt,
+    KvDtypeOpt,
+    MemFractionStaticOpt,
+    MtpOpt,
+    NoProgressOpt,
+    PlotOpt,
+    PpOpt,
+    SourceArg,
+    TpOpt,
+    WeightDtypeOpt,
+)
+from archprobe.cli.progress import shard_progress
 
-_Par = Annotated[int | None, typer.Option(min=1, max=1 << 16)]
 
-
-def memory(source: SourceArg = None,
-           context: Annotated[str, typer.Option("--context", "-c", help="Context length: 4096, 32k, 1M.")] = "4k",
-           batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=1 << 24, help="Concurrent sequences.")] = 1,
-           weight_dtype: Annotated[str | None, typer.Option(
-               help="Re-plan weights at this precision (bf16, fp8, mxfp4, ...); default: as stored.")] = None,
-           kv_dtype: Annotated[str | None, typer.Option(help="KV/latent cache dtype (bf16, fp8); default: the "
-                                                             "checkpoint's float dtype.")] = None,
-           gpu: Annotated[str | None, typer.Option(help="A named device (h100, h200, b200, mi300x, rtx4090, ...; "
-                                                        "--list-gpus). Without --devices: the smallest count that "
-                                                        "fits.")] = None,
-           devices: Annotated[int | None, typer.Option(min=1, max=1 << 20, help="Number of devices.")] = None,
-           tp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Tensor parallel size.")] = None,
-           ep: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Expert parallel size.")] = None,
-           pp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Pipeline stages.")] = None,
-           dp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Data parallel replicas.")] = None,
-           dcp: Annotated[int | None, typer.Option(min=1, max=1 << 16,
-                                                   help="vLLM decode context parallel (divides --tp).")] = None,
+def memory(source: SourceArg = None, context: ContextOpt = "4k", batch: BatchOpt = 1,
+           weight_dtype: WeightDtypeOpt = None, kv_dtype: KvDtypeOpt = None, gpu: GpuOpt = None,
+           devices: DevicesOpt = None, tp: TpOpt = None, ep: EpOpt = None, pp: PpOpt = None, dp: DpOpt = None,
+           dcp: DcpOpt = None,
            pp_layers: Annotated[str | None, typer.Option(help="Uneven stages: layers per stage, e.g. 24,23,23,23.")
                                 ] = None,
-           engine: Annotated[str | None, typer.Option(help="Engine rules: vllm, sglang, llamacpp, reference.")] = None,
-           gpu_memory_utilization: Annotated[float | None, typer.Option(help="vLLM's share of device memory.")
-                                             ] = None,
-           block_size: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="KV page size in tokens.")] = None,
+           engine: EngineOpt = None, gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
+           block_size: BlockSizeOpt = None,
            max_num_batched_tokens: Annotated[int | None, typer.Option(min=1, max=1 << 30)] = None,
            max_num_seqs: Annotated[int | None, typer.Option(min=1, max=1 << 24)] = None,
-           mem_fraction_static: Annotated[float | None, typer.Option(help="SGLang's static memory share.")] = None,
+           mem_fraction_static: MemFractionStaticOpt = None,
            enforce_eager: Annotated[bool, typer.Option(help="vLLM without CUDA graphs.")] = False,
-           mtp: Annotated[bool, typer.Option(help="Load the checkpoint's MTP layers (speculative decoding).")] = False,
+           mtp: MtpOpt = False,
            draft: Annotated[str | None, typer.Option(help="A draft model (folder or file) for speculative decoding: "
                                                           "its weights and cache are added, MTP layers left out.")
                             ] = None,
@@ -50,13 +57,11 @@ def memory(source: SourceArg = None,
            chunk: Annotated[int | None, typer.Option(min=1, max=1 << 40,
                                                       help="Prefill chunk in tokens (default 2048).")] = None,
            sweep: Annotated[str | None, typer.Option(help="Comma-separated contexts, e.g. 4k,32k,128k,1M.")] = None,
-           plot: Annotated[str | None, typer.Option(help="Write memory vs context per device to this PNG.")] = None,
-           budget: Annotated[str | None, typer.Option(help="Device memory, e.g. 80GB or 8x141GB (N devices of "
-                                                           "141GB): the largest context that fits.")] = None,
+           plot: PlotOpt = None, budget: BudgetOpt = None,
            tradeoffs: Annotated[bool, typer.Option(help="Design trade-offs from the card (LatentMoE, MLA, KDA, "
                                                         "AttnRes): formula, numbers, break-even.")] = False,
            list_gpus: Annotated[bool, typer.Option(help="List the named devices with their sources.")] = False,
-           json_out: JsonOpt = False, no_progress: NoProgressOpt = False, card: CardOpt = None) -> None:
+    json_out: JsonOpt = False, no_progress: NoProgressOpt = False, card: CardOpt = None) -> None:
     """Will it fit? Weights + caches + activations at a context length, per layer type and per device.
 
     Examples: archprobe memory ./Kimi-K3 --context 128k --batch 4 ;
@@ -87,7 +92,7 @@ def memory(source: SourceArg = None,
 
         device(gpu)                                   # an unknown name fails before the checkpoint is read
     plot = options.writable_file(plot, "--plot")
-    user_card = load_card_opt(card)
+    user_card = options.user_card(card)
     with shard_progress(not no_progress and not json_out) as progress:
         ck = open_checkpoint(source, user_card, progress)
     doc = document(ck.raw, ck.derived)
@@ -114,23 +119,18 @@ def memory(source: SourceArg = None,
         from archprobe.memory.plot import plot_sweep
 
         plot_sweep(plots_for(doc, contexts, batch, opts), plot, doc.get("model_type", ""))
-    if json_out:
-        print_json(plans[0] if len(plans) == 1 else {"schema": "archprobe.memory-sweep/1", "plans": plans})
-        return
-    from archprobe.cli.render_memory import render_memory
+    from archprobe.cli.render.memory import render_memory
 
-    render_memory(plans, plot)
+    emit(plans[0] if len(plans) == 1 else {"schema": "archprobe.memory-sweep/1", "plans": plans}, json_out,
+         lambda _: render_memory(plans, plot))
 
 
 def _list_gpus(json_out: bool) -> None:
+    from archprobe.cli.render.memory import render_devices
     from archprobe.memory.devices import DEVICES
 
-    if json_out:
-        print_json({"schema": "archprobe.devices/1", "devices": [d.to_dict() for d in DEVICES.values()]})
-        return
-    from archprobe.cli.render_memory import render_devices
-
-    render_devices(list(DEVICES.values()))
+    emit({"schema": "archprobe.devices/1", "devices": [d.to_dict() for d in DEVICES.values()]}, json_out,
+         lambda _: render_devices(list(DEVICES.values())))
 
 
 def plots_for(doc, contexts, batch, opts):

@@ -148,3 +148,12 @@ def _show(value) -> str:
     from archprobe.cli.errors import one_line
 
     return repr(one_line(str(value), 80))
+
+
+def user_card(path: str | None):
+    """The user's card from `--card`, or None (a bad card is a one-line CardError)."""
+    if path is None:
+        return None
+    from archprobe.structure.card import load_card
+
+    return load_card(path)

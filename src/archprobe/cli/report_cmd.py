@@ -6,42 +6,50 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import CardOpt, JsonOpt, NoProgressOpt, load_card_opt, print_json, shard_progress
-from archprobe.cli.inspect_cmd import SourceArg
+from archprobe.cli.output import emit
+from archprobe.cli.params import (
+    BatchOpt,
+    BlockSizeOpt,
+    BudgetOpt,
+    CardOpt,
+    ContextOpt,
+    DcpOpt,
+    DevicesOpt,
+    DpOpt,
+    EngineOpt,
+    EpOpt,
+    GpuMemoryUtilizationOpt,
+    GpuOpt,
+    IndexUrlOpt,
+    JsonOpt,
+    KvDtypeOpt,
+    MemFractionStaticOpt,
+    MtpOpt,
+    NoProgressOpt,
+    OutOpt,
+    PpOpt,
+    SourceArg,
+    TpOpt,
+    WeightDtypeOpt,
+)
+from archprobe.cli.progress import shard_progress
 
 
-def report(source: SourceArg = None,
-           out: Annotated[str | None, typer.Option("--out", "-o", help="Write here (default report.html / "
-                                                                        "report.md).")] = None,
+def report(source: SourceArg = None, out: OutOpt = None,
            fmt: Annotated[str, typer.Option("--format", help="html or md.")] = "html",
-           context: Annotated[str, typer.Option("--context", "-c", help="Context for the memory numbers.")] = "32k",
-           batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=1 << 24, help="Concurrent sequences.")] = 1,
-           budget: Annotated[str | None, typer.Option(help="Device memory, e.g. 80GB: drawn on the curve.")] = None,
+           context: ContextOpt = "32k", batch: BatchOpt = 1, budget: BudgetOpt = None,
            run_validate: Annotated[bool, typer.Option("--validate", help="Also run `validate` (local "
                                                                           "folders; streams the weights).")] = False,
            validate_json: Annotated[str | None, typer.Option(help="Include an existing `validate --json` "
                                                                   "result instead.")] = None,
            releases: Annotated[bool, typer.Option("--releases", help="Also read released framework versions "
                                                                       "from the package index (see adapt).")] = False,
-           index_url: Annotated[str | None, typer.Option("--index-url", help="Package index for --releases.",
-                                                         show_default=False)] = None,
+           index_url: IndexUrlOpt = None,
            observe_json: Annotated[str | None, typer.Option(help="Include an `observe --json` result.")] = None,
-           gpu: Annotated[str | None, typer.Option(help="A named device (memory --list-gpus): the sizing section.")
-                          ] = None,
-           devices: Annotated[int | None, typer.Option(min=1, max=1 << 20, help="Number of devices.")] = None,
-           tp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Tensor parallel size.")] = None,
-           ep: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Expert parallel size.")] = None,
-           pp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Pipeline stages.")] = None,
-           dp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="Data parallel replicas.")] = None,
-           engine: Annotated[str | None, typer.Option(help="Engine rules: vllm, sglang, llamacpp.")] = None,
-           dcp: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="vLLM decode context parallel.")] = None,
-           weight_dtype: Annotated[str | None, typer.Option(help="Size the weights at this precision.")] = None,
-           kv_dtype: Annotated[str | None, typer.Option(help="KV/latent cache dtype.")] = None,
-           gpu_memory_utilization: Annotated[float | None, typer.Option(help="vLLM's share of device memory.")
-                                             ] = None,
-           mem_fraction_static: Annotated[float | None, typer.Option(help="SGLang's static memory share.")] = None,
-           block_size: Annotated[int | None, typer.Option(min=1, max=1 << 16, help="KV page size in tokens.")] = None,
-           mtp: Annotated[bool, typer.Option(help="Load the checkpoint's MTP layers (speculative decoding).")] = False,
+           gpu: GpuOpt = None, devices: DevicesOpt = None, tp: TpOpt = None, ep: EpOpt = None, pp: PpOpt = None,
+           dp: DpOpt = None, engine: EngineOpt = None, dcp: DcpOpt = None, weight_dtype: WeightDtypeOpt = None,
+           kv_dtype: KvDtypeOpt = None, gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
+           mem_fraction_static: MemFractionStaticOpt = None, block_size: BlockSizeOpt = None, mtp: MtpOpt = False,
            diff: Annotated[str | None, typer.Option("--diff", help="A second checkpoint: a diff section "
                                                                   "(as `archprobe diff SOURCE B`).")] = None,
            diff_data: Annotated[bool, typer.Option("--diff-data", help="The diff section compares the weights "
@@ -86,7 +94,7 @@ def report(source: SourceArg = None,
         if diff_prompt and not diff_forward:
             raise ArchprobeError("--diff-prompt is --diff-forward's input", hint="add --diff-forward")
     out = options.writable_file(out or f"report.{fmt}", "--out")
-    user_card = load_card_opt(card)    # read and checked once: the page and the sizing section share it
+    user_card = options.user_card(card)    # read and checked once: the page and the sizing section share it
     with shard_progress(not no_progress and not json_out) as progress:
         data = collect(source, context=context, batch=batch, budget=budget, run_validate=run_validate,
                        validate_json=validate_json, progress=progress, card=user_card,
@@ -113,11 +121,9 @@ def report(source: SourceArg = None,
         path.write_text(render(data))
     except OSError as exc:
         raise ArchprobeError(f"{path}: cannot write the report ({exc.strerror})") from None
-    if json_out:
-        print_json({**data, "written": str(path)})
-    else:
-        typer.echo(f"wrote {path} ({path.stat().st_size:,} bytes, {fmt})")
+    from archprobe.cli.render.report import render_report_written
 
+    emit({**data, "written": str(path)}, json_out, lambda _: render_report_written(path, fmt))
 
 
 def _diff(a: str, b: str, data: bool, forward: bool, prompt: str | None, progress=None) -> dict:

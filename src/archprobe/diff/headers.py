@@ -10,11 +10,13 @@ typed fields, so nothing here raises on a well-formed pair of inspect documents.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass
 
 from archprobe.formats.dtypes import FLOATS, INTEGERS
+from archprobe.formats.gguf import ggml_type
 
 SCHEMA = "archprobe.diff/1"
 LIMIT = 200                      # entries kept per list; the rest are counted in `left_out`
@@ -36,12 +38,13 @@ class Side:
     tensors: dict            # stored name -> {"role", "shape", "dtype", "scheme", "count", "params", "bytes"}
 
 
-def open_side(source: str, progress=None) -> Side:
-    """Open `source` once (as report/collect does) and keep what the comparison needs."""
+def open_side(source: str | os.PathLike, progress=None) -> Side:
+    """Open `source` once (as report/collect does) and keep what the comparison needs; a PathLike is
+    read as its path (the readers below match suffixes and hub ids on text)."""
     from archprobe.structure.checkpoint import open_checkpoint
     from archprobe.structure.inspect import document
 
-    ck = open_checkpoint(source, progress=progress)
+    ck = open_checkpoint(os.fspath(source), progress=progress)
     return side_of(ck.raw, ck.derived, document(ck.raw, ck.derived))
 
 
@@ -64,11 +67,12 @@ def side_of(raw, derived, doc: dict) -> Side:
 def _plain_dtype(dtype: str) -> str:
     """GGUF's unquantized types are the same bytes as safetensors' (`GGUF_F32` is F32): named alike, so a
     conversion is not a re-type; quantized GGUF types keep their names (`GGUF_Q4_K`)."""
-    rest = dtype.removeprefix("GGUF_")
+    rest = ggml_type(dtype)
     return rest if rest in PLAIN else dtype
 
 
-def diff_sources(a: str, b: str, progress=None, limit: int = LIMIT) -> dict:
+def diff_sources(a: str | os.PathLike, b: str | os.PathLike, progress=None, limit: int = LIMIT) -> dict:
+    """The `archprobe.diff/1` document for two sources (paths as str or PathLike, or hub ids)."""
     return diff_sides(open_side(a, progress), open_side(b, progress), limit)
 
 

@@ -13,7 +13,6 @@ DTYPE_BITS: dict[str, int] = {
 FLOATS: frozenset[str] = frozenset({"F64", "F32", "F16", "BF16"})      # plain floating point: stored as is
 INTEGERS: frozenset[str] = frozenset({"I64", "I32", "I16", "I8"})
 SCALE_ONLY: frozenset[str] = frozenset({"F8_E8M0", "E8M0", "UE8"})   # exponent-only: block scales, never weights
-GGUF_PREFIX = "GGUF_"   # a GGUF tensor's ggml type as the readers spell its dtype (GGUF_Q4_K, GGUF_F16)
 
 FP8: frozenset[str] = frozenset({"F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ"})   # dequantized on load
 

@@ -58,6 +58,25 @@ GGUF_ACTIVATION = {**dict.fromkeys(("llama", "mistral", "mistral3", "qwen2", "qw
                                 "deepseek", "deepseek2", "mixtral", "minicpm", "stablelm", "cohere2"), "silu"),
                **dict.fromkeys(("gemma", "gemma2", "gemma3", "starcoder2"), "gelu_pytorch_tanh"),
                "falcon": "gelu", "gpt2": "gelu_new", "phi2": "gelu_new"}
+# A GGUF tensor's dtype as every reader spells it: its ggml type name behind this prefix (GGUF_Q4_K,
+# GGUF_F16), so it never reads as a safetensors dtype; the one owner of the spelling (the helpers below)
+GGUF_PREFIX = "GGUF_"
+
+
+def gguf_dtype(ggml_type_name: str) -> str:
+    """'Q4_K' -> 'GGUF_Q4_K'."""
+    return GGUF_PREFIX + ggml_type_name
+
+
+def is_gguf_dtype(dtype: str) -> bool:
+    return dtype.startswith(GGUF_PREFIX)
+
+
+def ggml_type(dtype: str) -> str:
+    """'GGUF_Q4_K' -> 'Q4_K' (a bare ggml name is returned as is)."""
+    return dtype.removeprefix(GGUF_PREFIX)
+
+
 DATA_OFFSETS = "gguf.data_offsets"   # Header.metadata key: tensor name -> absolute byte offset of its data
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
@@ -239,7 +258,7 @@ def parse_gguf(fetch: Fetch, size: int | None, name: str, where: str) -> tuple[H
                                          f"of {qtype.name} blocks of {block}")
         n_bytes = elements // block * type_size
         c.charge(320)
-        tensors.append(TensorInfo(tname, f"GGUF_{qtype.name}", tuple(reversed(dims)), n_bytes, name))
+        tensors.append(TensorInfo(tname, gguf_dtype(qtype.name), tuple(reversed(dims)), n_bytes, name))
         ends.append((tname, offset, offset + n_bytes))
     align = meta.get("general.alignment", 32)
     if not isinstance(align, int) or isinstance(align, bool) or align < 1 or align & (align - 1) or align > 1 << 20:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from archprobe.formats.dtypes import FLOATS, FP8, GGUF_PREFIX, SCALE_ONLY
+from archprobe.formats.dtypes import FLOATS, FP8, SCALE_ONLY
+from archprobe.formats.gguf import ggml_type, gguf_dtype, is_gguf_dtype
 from archprobe.formats.safetensors import TensorInfo
 
-PLAIN_DTYPES = FLOATS | {GGUF_PREFIX + f for f in FLOATS}
+PLAIN_DTYPES = FLOATS | {gguf_dtype(f) for f in FLOATS}
 FP8_DTYPES = FP8   # formats/dtypes.py
 CT_META_SUFFIXES = ("weight_scale", "weight_zero_point", "weight_global_scale", "input_global_scale",
                     "weight_shape", "weight_g_idx", "input_scale", "output_scale", "k_scale", "v_scale")
@@ -53,7 +54,7 @@ def _qconfig_info(qconfig: dict | None) -> tuple[str, int | None, int | None]:
 
 
 def _gguf_role(t: TensorInfo) -> QuantRole:
-    qtype = t.dtype[len("GGUF_"):]
+    qtype = ggml_type(t.dtype)
     if t.dtype in PLAIN_DTYPES:
         return QuantRole(None, t.numel)
     bits = 8.0 * t.nbytes / t.numel if t.numel else None
@@ -82,7 +83,7 @@ def classify(tensors: list[TensorInfo], qconfig: dict | None = None) -> dict[str
         name = t.name
         if name in roles:
             continue
-        if t.dtype.startswith("GGUF_"):
+        if is_gguf_dtype(t.dtype):
             roles[name] = _gguf_role(t)
             continue
         base, _, leaf = name.rpartition(".")

@@ -319,6 +319,19 @@ def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
     return spec.build(cfg, kind) if spec is not None and spec.build is not None else None
 
 
+def _check_stateful_ffn(cfg: HybridConfig, index: int, kind: str) -> None:
+    """A stateful FFN (RWKV channel mixing) runs on the sequential path of HybridDecoder.hidden_states only
+    (mixer, then FFN, each added; depth_weights mixes after the block): refuse the blocks and residuals
+    that would otherwise run it as a stateless FFN, silently wrong or failing deep inside forward."""
+    field, value = (("block", cfg.block) if cfg.block not in ("pre", "post", "sandwich") else
+                    ("residual", cfg.residual) if cfg.residual == "gated" or cfg.residual.startswith("attnres")
+                    else (None, None))
+    if field is not None:
+        raise ValueError(f"layer {index}: ffn_types[{index}] = {kind!r} keeps a state across tokens, which "
+                         f"archprobe runs only in a pre, post or sandwich block on a plain or depth_weights "
+                         f"residual; {field} = {value!r} is not supported with it")
+
+
 class DecoderLayer(nn.Module):
     """One layer: mixer and FFN, each a branch added to the residual stream, normed as `cfg.block` says.
 
@@ -353,6 +366,8 @@ class DecoderLayer(nn.Module):
         if self.self_attn is not None or cfg.block == "parallel_shared":
             self._add_norms(MIXER_NORMS, where, cfg.norm_style, H, eps)
         ffn = _ffn(cfg, ffn_kind)
+        if getattr(ffn, "stateful", False):
+            _check_stateful_ffn(cfg, index, ffn_kind)
         if ffn is not None:
             self._add_norms(FFN_NORMS, where, cfg.norm_style, H, eps)
         if ffn_kind == "dense":

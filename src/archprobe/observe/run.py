@@ -108,7 +108,7 @@ def _forward(doc: dict, ck, texts, prompt_ids, dtype: str, progress, weights: bo
     scan = Scan(loaded.reader, loaded.config) if weights else None
     reader = scan.watching(loaded.reader) if scan else loaded.reader
     with reader.session() as get:
-        check_norm_gains(loaded.card, get)
+        loaded.card, _ = check_norm_gains(loaded.card, get)
     n = len(loaded.card.layers)
     try:
         bp = blueprint(loaded.card, loaded.reader.all_shapes(loaded.card.tensors.values()), n)

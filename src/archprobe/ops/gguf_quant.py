@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from archprobe.errors import ArchprobeError
+from archprobe.formats.gguf import ggml_type
 
 QK_K = 256
 BLOCKS = {  # type -> (elements per block, bytes per block)
@@ -192,7 +193,7 @@ def nbytes(qtype: str, n: int) -> int:
 
 
 def _block(qtype: str) -> tuple[int, int]:
-    qtype = qtype.removeprefix("GGUF_")
+    qtype = ggml_type(qtype)
     if qtype not in BLOCKS:
         raise UnsupportedQuant(f"ggml type {qtype} is not dequantized by archprobe "
                                f"(supported: {', '.join(BLOCKS)})")
@@ -202,7 +203,7 @@ def _block(qtype: str) -> tuple[int, int]:
 def dequantize(raw, qtype: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """float32 values of the ggml tensor whose bytes are `raw` (bytes, memoryview or uint8 array),
     reshaped to `shape` (PyTorch order) when given."""
-    qtype = qtype.removeprefix("GGUF_")
+    qtype = ggml_type(qtype)
     block, size = _block(qtype)
     data = np.frombuffer(raw, dtype=np.uint8) if not isinstance(raw, np.ndarray) else raw.reshape(-1).view(np.uint8)
     if len(data) % size:

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 
 from archprobe.formats.checkpoint import Progress, RawCheckpoint
+from archprobe.formats.gguf import is_gguf_dtype
 from archprobe.structure.card import Card
 from archprobe.structure.checkpoint import Checkpoint, as_checkpoint, build_card
 from archprobe.structure.derive import Derived
@@ -40,7 +41,7 @@ def document(raw: RawCheckpoint, d: Derived) -> dict:
     warnings += card.warnings
     tensors = d.tensors
     unknown_dtypes = sorted({t.dtype for t in tensors if d.roles[t.name].scheme is None
-                             and not d.roles[t.name].metadata and not t.dtype.startswith("GGUF_")
+                             and not d.roles[t.name].metadata and not is_gguf_dtype(t.dtype)
                              and _bits(t.dtype) is None})
     if unknown_dtypes:
         n = sum(t.count for t in tensors if t.dtype in unknown_dtypes)

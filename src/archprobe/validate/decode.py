@@ -89,7 +89,7 @@ def plan(folder: str, loaded=None) -> tuple[object, dict, str, list[str]]:
     if loaded is None:
         loaded = load(folder)
         with loaded.reader.session() as get:
-            check_norm_gains(loaded.card, get)
+            loaded.card, _ = check_norm_gains(loaded.card, get)
     bp = blueprint(loaded.card, loaded.reader.all_shapes(loaded.card.tensors.values()))
     odd = next((d.target for p in bp.parts.values() for d in p.derived), None)
     if odd is not None:

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from archprobe.errors import CheckpointError
+from archprobe.formats.gguf import ggml_type
 
 PERMUTED_QK = {"llama"}   # GGUF architectures whose q/k rows llama.cpp's converter permutes
 
@@ -47,7 +48,7 @@ class GGUFTensorReader:
                     raise CheckpointError(os.path.join(folder, h.file), f"no data offset for {t.name[:80]!r}")
                 self.files[t.name] = [h.file]
                 self.shapes[t.name] = tuple(t.shape)
-                self.spans[t.name] = (h.file, offsets[t.name], t.nbytes, t.dtype.removeprefix("GGUF_"))
+                self.spans[t.name] = (h.file, offsets[t.name], t.nbytes, ggml_type(t.dtype))
         self.arch = meta.get("general.architecture")
         self.n_head = config.get("num_attention_heads")
         self.n_kv = config.get("num_key_value_heads") or self.n_head

@@ -16,6 +16,8 @@ one tensor (a trained model's single norm can average +0.001 and still be a plai
 
 from __future__ import annotations
 
+import copy
+
 import torch
 
 from archprobe.errors import CheckpointError
@@ -40,10 +42,11 @@ def _open_norms(card) -> list[tuple[str, object]]:
     return out
 
 
-def check_norm_gains(card, get) -> list[str]:
-    """Settle the offset of every norm the card leaves open from the model's stored gains, setting it on the
-    card with origin `assumed`; return the assumptions made (one line each), or raise NeedsField where the
-    evidence is mixed. `get`: name -> tensor, the reader's session."""
+def check_norm_gains(card, get) -> tuple[object, list[str]]:
+    """Settle the offset of every norm the card leaves open from the model's stored gains: (the card to run,
+    the assumptions made, one line each), or NeedsField where the evidence is mixed. The settled offsets
+    (origin `assumed`) go on a copy; `card` itself, which inspect and the report show, keeps its unknowns.
+    `get`: name -> tensor, the reader's session."""
     open_norms = _open_norms(card)
     values = []
     for field, _ in open_norms:
@@ -52,10 +55,10 @@ def check_norm_gains(card, get) -> list[str]:
         except CheckpointError:    # a shard not fetched (hub --layers): the streaming step reports it
             continue
     if not values:
-        return []
+        return card, []
     w = torch.cat(values)
     if not w.numel():
-        return []
+        return card, []
     mean, neg = float(w.mean()), float((w < 0).double().mean())
     if float((w - 1).abs().max()) < CONSTANT:
         offset, note = False, None
@@ -73,7 +76,8 @@ def check_norm_gains(card, get) -> list[str]:
                          f"across the {len(values)} norms, {neg:.1%} of stored gains are negative, mean "
                          f"{mean:+.3f}: true if the norms are applied as (1 + w), as Gemma and Qwen3-Next do; "
                          "false if as w")
-    for field, norm in open_norms:
-        norm.offset = offset
-        card.origins[f"{field}.offset"] = "assumed"
-    return [note] if note else []
+    settled = copy.deepcopy(card)
+    for field, _ in open_norms:
+        settled.get(field).offset = offset
+        settled.origins[f"{field}.offset"] = "assumed"
+    return settled, [note] if note else []

@@ -132,7 +132,7 @@ def validate(source: str, prompt_ids: list[int] | None = None, reference: str = 
         source, fetched = fetch_source(source, layers, fetch_progress)   # the shards that run, then opened
     loaded = load(source, card)
     with loaded.reader.session() as get:   # norms nobody said w or (1 + w) for: the whole model's gains decide
-        assumptions = check_norm_gains(loaded.card, get)
+        loaded.card, assumptions = check_norm_gains(loaded.card, get)
     if prompt is not None:
         from archprobe.validate.prompt import encode
 

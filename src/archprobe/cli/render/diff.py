@@ -7,7 +7,7 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from archprobe.cli.render import human_count
+from archprobe.cli.render.inspect import human_count
 from archprobe.cli.textsafe import SafeConsole, line
 from archprobe.units import human_bytes
 
