@@ -119,6 +119,13 @@ ALL_MEMBERS: dict[str, Member] = {m.name: m for m in [
        "one LayerNorm (no bias) feeds attention and MLP in parallel; logits times logit_scale"),
     _m("cohere_qknorm", "cohere", "dense parallel layernorm_nobias qk_norm logit_scale tied",
        "Command-R+ style per-head LayerNorm on q and k", use_qk_norm=True),
+    _m("cohere_compass", "cohere_compass_text", "dense parallel layernorm_nobias sliding layer_rope tied",
+       "Cohere Compass text decoder: Cohere's parallel block, a rope theta per layer type given with mrope "
+       "sections (text positions: every section the same)", sliding_window=4,
+       layer_types=["sliding_attention", "full_attention"],
+       rope_parameters={
+           "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
+           "full_attention": {"rope_type": "default", "rope_theta": 50000.0, "mrope_section": [2, 3, 3]}}),
     _m("cohere2", "cohere2", "dense parallel layernorm_nobias sliding logit_scale tied",
        "sliding layers use rope, full layers none (NoPE)", num_hidden_layers=4, sliding_window=4),
     _m("granite", "granite", "dense gqa multipliers",
@@ -302,6 +309,12 @@ ALL_MEMBERS: dict[str, Member] = {m.name: m for m in [
     _m("exaone_moe", "exaone_moe", "moe shared_experts sigmoid_router router_bias qk_norm sliding",
        num_hidden_layers=4, sliding_window=4, sliding_window_pattern=4, moe_intermediate_size=32,
        num_experts=8, num_shared_experts=1, **_MOE),
+    _m("mimo_v2_flash", "mimo_v2_flash", "moe gqa sliding sinks v_head_dim value_scale partial_rotary router_bias",
+       "MiMo-V2-Flash: value heads half as wide as q/k heads (so q is twice o's input, the shape of a gate in "
+       "q_proj), values times 0.707, sliding layers with twice the kv heads and sinks, partial rope per layer type",
+       num_hidden_layers=3, head_dim=32, v_head_dim=16, moe_intermediate_size=32, n_routed_experts=8,
+       sliding_window=4, layer_types=["full_attention", "sliding_attention", "full_attention"],
+       mlp_layer_types=["dense", "sparse", "sparse"], **_MOE),
     _m("minimax_m2", "minimax_m2", "moe qk_norm sigmoid_router router_bias", head_dim=16, intermediate_size=32,
        num_local_experts=8, **_MOE),
     _m("afmoe", "afmoe", "moe shared_experts sliding gated_attention qk_norm sandwich_norm router_bias",
@@ -478,12 +491,10 @@ SKIPPED: dict[str, str] = {
            "did not finish within 60 s",
     "zamba": "tiny configs (3 layers, one hybrid) trip transformers' tie_weights_keys check for the shared "
              "transformer block ('to tie into []'); zamba2 is a member",
-    "cohere_compass_text": "KeyError 'full_attention' in rope set-up at tiny widths",
     "gemma3n_text": "ValueError: the layer types producing a KV cache differ from those using it (KV sharing needs "
                     "a longer layer pattern than a tiny config has); not tuned",
     "gemma4_unified_text": "same decoder layout as gemma4_text (the gemma4 member)",
     "gemma4_assistant": "draft-model head: validation wants hidden_size_per_layer_input 0; not a standalone LM",
-    "mimo_v2_flash": "forward fails at tiny widths (0 kv heads reach eager attention on sliding layers); not tuned",
     "cpmant": "forward offsets input ids by prompt_length * prompt_types: a plain prompt indexes out of the "
               "embedding",
     "inkling_text": "builds, but sliding/relative-position extents and padded vocab defaults give 3-16M params; "
