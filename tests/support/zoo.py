@@ -386,6 +386,34 @@ ALL_MEMBERS: dict[str, Member] = {m.name: m for m in [
        layers_block_type=["mamba", "hybrid", "mamba", "hybrid"], mamba_d_state=16, n_mamba_heads=8,
        num_attention_heads=4, intermediate_size=128, chunk_size=16, use_mamba_kernels=False,
        max_position_embeddings=64),
+    _m("zamba", "zamba", "hybrid mamba mamba1 shared_block exotic",
+       "Zamba-1: multi-head Mamba-1 (x_proj/dt_proj stored per mamba head) and one shared attention+MLP block "
+       "on [hidden, embeddings] at every 3rd layer, each with its own linear", base=None, vocab_size=256,
+       hidden_size=64, attention_hidden_size=128, intermediate_size=128, num_hidden_layers=6, num_attention_heads=4,
+       attention_head_dim=32, num_key_value_heads=4, n_mamba_heads=2, attn_layer_period=3, attn_layer_offset=2,
+       use_mamba_kernels=False, mamba_dt_rank=8, max_position_embeddings=64),
+    _m("gemma3n", "gemma3n_text", "dense zero_centered_norm sandwich_norm qk_norm sliding per_layer_embeddings "
+       "altup laurel kv_sharing exotic", "Gemma-3n: AltUp streams (2 here), LAuReL low-rank residual, per-layer "
+       "input embeddings, the last 2 layers reuse earlier layers' K/V", num_hidden_layers=4, head_dim=16,
+       intermediate_size=[128] * 4, sliding_window=4,
+       layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+       num_kv_shared_layers=2, vocab_size_per_layer_input=256, hidden_size_per_layer_input=16, laurel_rank=8,
+       activation_sparsity_pattern=[0.0] * 4, altup_num_inputs=2),
+    _m("inkling", "inkling_text", "moe shared_experts short_conv relative_position qk_norm sliding exotic",
+       "Inkling: short convolutions on the attention and MLP inputs and on k/v, relative-position logits, "
+       "a router with a shared-expert row and a global scale", base=None, vocab_size=256, hidden_size=64,
+       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16, swa_num_attention_heads=4,
+       swa_num_key_value_heads=2, swa_head_dim=16, sliding_window_size=4, d_rel=4, rel_extent=16,
+       layer_types=["hybrid_sliding", "hybrid"], mlp_layer_types=["sparse", "sparse"], intermediate_size=128,
+       moe_intermediate_size=32, n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1,
+       max_position_embeddings=64),
+    _m("inkling2", "inkling2_text", "moe short_conv relative_position sinks attention_residuals softcap exotic",
+       "Inkling-2: attention residuals over earlier layers' outputs, dynamic short convs on k/v, L2 clips on q "
+       "and relative logits, sinks from a projection, separate q/k/v input norms", base=None, vocab_size=256,
+       unpadded_vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+       head_dim=16, swa_num_attention_heads=4, swa_num_key_value_heads=2, swa_head_dim=16, sliding_window_size=4,
+       d_rel=4, rel_extent=16, layer_types=["hybrid_sliding", "hybrid"], moe_intermediate_size=32,
+       n_routed_experts=8, num_experts_per_tok=2, max_position_embeddings=64, n_layers_per_attn_res_block=1),
     _m("lfm2", "lfm2", "hybrid short_conv dense", "LFM2: gated short convolutions and attention layers",
        base=None, vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
        num_attention_heads=4, num_key_value_heads=2, layer_types=["conv", "full_attention"],
@@ -489,17 +517,12 @@ def members_with(*tags: str, without: tuple[str, ...] = ()) -> list[str]:
 SKIPPED: dict[str, str] = {
     "blt": "BltForCausalLM (byte latent transformer with local encoder/decoder and patcher): the tiny build "
            "did not finish within 60 s",
-    "zamba": "tiny configs (3 layers, one hybrid) trip transformers' tie_weights_keys check for the shared "
-             "transformer block ('to tie into []'); zamba2 is a member",
-    "gemma3n_text": "ValueError: the layer types producing a KV cache differ from those using it (KV sharing needs "
-                    "a longer layer pattern than a tiny config has); not tuned",
     "gemma4_unified_text": "same decoder layout as gemma4_text (the gemma4 member)",
     "gemma4_assistant": "draft-model head: validation wants hidden_size_per_layer_input 0; not a standalone LM",
     "cpmant": "forward offsets input ids by prompt_length * prompt_types: a plain prompt indexes out of the "
               "embedding",
-    "inkling_text": "builds, but sliding/relative-position extents and padded vocab defaults give 3-16M params; "
-                    "not tuned in time",
-    "inkling2_text": "as inkling_text", "inkling2_loop_text": "as inkling_text",
+    "inkling2_loop_text": "inkling2_text's decoder (the inkling2 member, a known gap of the card) with a block of "
+                          "layers looped several times",
     "exaone": "ExaoneConfig builds LlamaForCausalLM: covered by llama",
     "iquestcoder": "builds LlamaForCausalLM: covered by llama",
     "gpt-sw3": "builds GPT2LMHeadModel: covered by gpt2",
