@@ -103,6 +103,20 @@ def test_query_pre_attn_scalar_sets_the_softmax_scale(tmp_path):
     assert card.layers[0].mixer.scale == pytest.approx(64 ** -0.5)
 
 
+@pytest.mark.parametrize("config, want", [
+    ({"scale_attn_by_inverse_layer_idx": True}, lambda i: 8 ** -0.5 / (i + 1)),   # heads of 8: 32 / 4
+    ({"scale_attn_weights": False}, lambda i: 1.0),
+    ({"scale_attn_weights": False, "scale_attn_by_inverse_layer_idx": True}, lambda i: 1.0 / (i + 1)),
+    ({"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False}, lambda i: None),
+])
+def test_gpt2_softmax_scale_keys(tmp_path, config, want):
+    """GPT-2's attention: scores / sqrt(head_dim) unless scale_attn_weights is false, and / (layer + 1) more
+    when scale_attn_by_inverse_layer_idx (the Stanford CRFM GPT-2s)."""
+    card = _card(tmp_path, ["input_layernorm", "post_attention_layernorm"], config)
+    got = [layer.mixer.scale for layer in card.layers]
+    assert got == [None if want(i) is None else pytest.approx(want(i)) for i in range(L)]
+
+
 def test_no_multiplier_keys_leave_the_fields_unset(tmp_path):
     card = _card(tmp_path, ["input_layernorm", "post_attention_layernorm"])
     assert card.head.scale is None and card.embed.scale is None

@@ -175,6 +175,11 @@ ALL_MEMBERS: dict[str, Member] = {m.name: m for m in [
     _m("gpt2", "gpt2", "dense conv1d learned_pos layernorm bias fused_qkv non_gated tied",
        "Conv1D weights are [in, out]; c_attn fused qkv", base=None, vocab_size=256, n_embd=64, n_layer=2, n_head=4,
        n_positions=64),
+    _m("gpt2_layer_scaled", "gpt2",
+       "dense conv1d learned_pos layernorm bias fused_qkv non_gated tied layer_scaled_softmax",
+       "Stanford CRFM GPT-2s: softmax scale also divided by layer index + 1 (scale_attn_by_inverse_layer_idx), "
+       "scores upcast (reorder_and_upcast_attn)", base=None, vocab_size=256, n_embd=64, n_layer=2, n_head=4,
+       n_positions=64, scale_attn_by_inverse_layer_idx=True, reorder_and_upcast_attn=True),
     _m("gpt_bigcode", "gpt_bigcode", "dense mqa fused_qkv learned_pos layernorm bias tied",
        "multi-query: c_attn is q plus one k and one v head", base=None, vocab_size=256, n_embd=64, n_layer=2,
        n_head=4, n_positions=64),

@@ -247,7 +247,7 @@ def _bf16(x: float) -> float:
 
 def _scales(card: Card, cfg: ConfigView) -> None:
     """Multipliers on the embedding, the branches, the softmax and the logits, by their config keys'
-    meaning in transformers (granite, minicpm3, gemma2/3, cohere, biogpt modeling files)."""
+    meaning in transformers (granite, minicpm3, gemma2/3, cohere, biogpt, gpt2 modeling files)."""
     H = card.hidden_size
 
     def num(key: str) -> tuple[float | None, str | None]:   # a non-number (MPT's 'inv_sqrt_d_model') is not ours
@@ -278,10 +278,16 @@ def _scales(card: Card, cfg: ConfigView) -> None:
     if att is None and qpas:
         att, a_where = qpas ** -0.5, "query_pre_attn_scalar"
     clip, c_where = cfg.first_float_at("clip_qkv")               # OLMo, DBRX (attn_config.clip_qkv)
+    by_depth = cfg.get("scale_attn_by_inverse_layer_idx") is True   # GPT-2 (Stanford CRFM): scale / (layer + 1)
+    unscaled = cfg.get("scale_attn_weights") is False               # GPT-2: no 1/sqrt(head_dim) at all
     for i, layer in enumerate(card.layers):
         _set(card, f"layers.{i}.residual.multiplier", res, f"config:{r_where}")
         if layer.mixer.kind in ("gqa", "mha", "mqa"):
-            _set(card, f"layers.{i}.mixer.scale", att, f"config:{a_where}")
+            scale, s_where = att, a_where
+            if scale is None and (by_depth or unscaled) and layer.mixer.head_dim:
+                scale = (1.0 if unscaled else layer.mixer.head_dim ** -0.5) / ((i + 1) if by_depth else 1)
+                s_where = "scale_attn_by_inverse_layer_idx" if by_depth else "scale_attn_weights"
+            _set(card, f"layers.{i}.mixer.scale", scale, f"config:{s_where}")
             _set(card, f"layers.{i}.mixer.clip_qkv", clip, f"config:{c_where}")
 
 
