@@ -117,6 +117,16 @@ def test_gpt2_softmax_scale_keys(tmp_path, config, want):
     assert got == [None if want(i) is None else pytest.approx(want(i)) for i in range(L)]
 
 
+@pytest.mark.parametrize("flag, want", [(True, "from_norm"), (False, "identity")])
+def test_residual_from_the_normed_stream(tmp_path, flag, want):
+    """BLOOM's apply_residual_connection_post_layernorm: pre-norms whose output is also the residual,
+    x = n1(x) + f(n1(x)) (modeling_bloom.py), not norms after the branches."""
+    card = _card(tmp_path, ["input_layernorm", "post_attention_layernorm"],
+                 {"apply_residual_connection_post_layernorm": flag})
+    assert _placements(card) == {"pre_mixer": "input_layernorm", "pre_ffn": "post_attention_layernorm"}
+    assert [layer.residual.kind for layer in card.layers] == [want] * L
+
+
 def test_no_multiplier_keys_leave_the_fields_unset(tmp_path):
     card = _card(tmp_path, ["input_layernorm", "post_attention_layernorm"])
     assert card.head.scale is None and card.embed.scale is None

@@ -278,9 +278,9 @@ def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
             out.parallel = True
         return {"pre_mixer" if has_mixer or not has_ffn else "pre_ffn": vecs[0]}
     if n == 2:
-        post = cfg.get("apply_residual_connection_post_layernorm") is True
         # a norm named after the FFN's output (OLMo 2's post_feedforward_layernorm) makes the pair post-norms
-        post = post or any((words(m.path) | {m.leaf}) & PLACEMENT_WORDS["post_ffn"] for m in vecs)
+        # (apply_residual_connection_post_layernorm does not: pre-norms whose output is the residual, derive.py)
+        post = any((words(m.path) | {m.leaf}) & PLACEMENT_WORDS["post_ffn"] for m in vecs)
         a, b = sorted(vecs, key=lambda m: (-_mixer_side(m), m.path))
         if cfg.get("do_layer_norm_before") is False or cfg.default("post_ln"):   # OPT-350m, GPT-1: norm(x + f(x))
             return {"post_mixer_sum": a, "post_ffn_sum": b}

@@ -414,6 +414,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             scales, where = _from_norm_scales(cfg, m.kind)
             if scales is not None:
                 _set(card, f"{p}.residual.scales", scales, where)
+        elif cfg.get("apply_residual_connection_post_layernorm") is True:   # BLOOM, ChatGLM: residual = n(x)
+            _set(card, f"{p}.residual.kind", "from_norm", "config:apply_residual_connection_post_layernorm")
         if m.kind == "moa":   # JetMoE's attention experts take the same top-k as its FFN experts
             _set(card, f"{p}.mixer.top_k", top_k, f"config:{k_where}")
             card.origins.setdefault(f"{p}.mixer.num_experts", "shape")
