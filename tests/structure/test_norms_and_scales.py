@@ -127,6 +127,19 @@ def test_residual_from_the_normed_stream(tmp_path, flag, want):
     assert [layer.residual.kind for layer in card.layers] == [want] * L
 
 
+@pytest.mark.parametrize("config, want", [
+    ({"layer_norm_elementwise_affine": False}, {"pre_mixer": "layer", "pre_ffn": "layer"}),
+    ({"layer_norm_elementwise_affine": True}, {}),
+    ({}, {}),
+])
+def test_layer_norms_without_affine_parameters(tmp_path, config, want):
+    """OPT's layer_norm_elementwise_affine false: LayerNorms with no weight or bias, so no tensor shows them;
+    the config key alone puts them before each branch."""
+    card = _card(tmp_path, [], config)
+    assert {place: n.kind for place, n in card.layers[0].norm.items()} == want
+    assert all(n.bias is False for n in card.layers[0].norm.values())
+
+
 def test_no_multiplier_keys_leave_the_fields_unset(tmp_path):
     card = _card(tmp_path, ["input_layernorm", "post_attention_layernorm"])
     assert card.head.scale is None and card.embed.scale is None

@@ -222,6 +222,10 @@ ALL_MEMBERS: dict[str, Member] = {m.name: m for m in [
     _m("opt", "opt", "dense learned_pos layernorm bias relu non_gated tied",
        "OPT-125m style pre-norm; learned positions offset by 2", base=None, vocab_size=256, hidden_size=64,
        ffn_dim=128, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64),
+    _m("opt_weightless_norm", "opt", "dense learned_pos layernorm nonparametric_norm relu non_gated tied",
+       "OPT with layer_norm_elementwise_affine false and enable_bias false: LayerNorms without parameters, "
+       "no biases anywhere", base=None, vocab_size=256, hidden_size=64, ffn_dim=128, num_hidden_layers=2,
+       num_attention_heads=4, max_position_embeddings=64, layer_norm_elementwise_affine=False, enable_bias=False),
     _m("opt_postnorm", "opt", "dense post_norm learned_pos layernorm bias relu embed_proj tied",
        "OPT-350m style: post-norm (do_layer_norm_before=False), word embeddings of width 32 projected in/out",
        base=None, vocab_size=256, hidden_size=64, ffn_dim=128, num_hidden_layers=2, num_attention_heads=4,

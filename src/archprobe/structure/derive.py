@@ -15,7 +15,7 @@ from collections import Counter
 
 from archprobe.formats.checkpoint import RawCheckpoint
 from archprobe.formats.quant import classify, summarize
-from archprobe.structure.bind_layer import bind_layer, common_prefix_len, norm_eps
+from archprobe.structure.bind_layer import bind_layer, common_prefix_len, norm_eps, weightless_norm
 from archprobe.structure.card import Card
 from archprobe.structure.config import ConfigError, ConfigView
 from archprobe.structure.modules import Module, group_modules
@@ -187,11 +187,12 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
         if id(m) not in used:
             card.unexplained += [e.name for _, e in m.entries()]
     fn = roles.get("final_norm")
-    if fn is None and cfg.default("weightless_norm"):
-        card.final_norm.kind, card.final_norm.bias = cfg.default("weightless_norm"), False
-        card.origins["final_norm.kind"] = "default"
+    if fn is None and weightless_norm(cfg):
+        card.final_norm.kind, card.final_norm.bias = weightless_norm(cfg), False
+        card.origins["final_norm.kind"] = ("default" if cfg.default("weightless_norm")
+                                           else "config:layer_norm_elementwise_affine")
         if cfg.default("weightless_embed_norm"):     # nanochat normalises the embedding before the layers too
-            card.embed.norm, card.origins["embed.norm"] = cfg.default("weightless_norm"), "default"
+            card.embed.norm, card.origins["embed.norm"] = weightless_norm(cfg), "default"
     if fn is not None:
         card.final_norm.bias = fn.bias is not None
         card.final_norm.kind = "layer" if fn.bias is not None else (card.layers[0].norm.get("pre_mixer").kind
