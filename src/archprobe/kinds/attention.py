@@ -192,7 +192,7 @@ def detect(mods, H, cfg):
         mixer.fused_qkv = True
         if nh and hd and kvh:
             mixer.layout["qkv_split"] = [nh * hd, kvh * hd, kvh * hd]
-            layout = cfg.default("qkv_layout")
+            layout = cfg.default("qkv_layout") or (cfg.default("qkv_layout_mha") if kvh == nh else None)
             if not layout and kvh == nh and cfg.get("use_parallel_residual") is not None:
                 layout = "per_head"   # GPT-NeoX's own key: its lineage fuses qkv per head (a tie-break, no row)
             if layout:
