@@ -265,6 +265,8 @@ ALL_MEMBERS: dict[str, Member] = {m.name: m for m in [
        norm_topk_prob=True, **_MOE),
     _m("olmoe", "olmoe", "moe qk_norm", "q and k RMSNorm over the full projection width",
        num_key_value_heads=4, num_experts=8, **_MOE),
+    _m("olmoe_clip", "olmoe", "moe qk_norm clip_qkv", "clip_qkv with full-width q/k norms: OLMoE clamps the "
+       "normed q and k (and v)", num_key_value_heads=4, num_experts=8, clip_qkv=2.0, **_MOE),
     _m("granitemoe", "granitemoe", "moe fused_experts multipliers",
        "experts stacked as input_linear [E, 2F, H] / output_linear [E, H, F]; router named router.layer",
        num_local_experts=4, embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0078125,
