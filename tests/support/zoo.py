@@ -279,6 +279,11 @@ ALL_MEMBERS: dict[str, Member] = {m.name: m for m in [
        "attention experts (MoA) as well as MLP experts; stacked weights", base=None, vocab_size=256,
        hidden_size=64, num_hidden_layers=2, num_key_value_heads=2, kv_channels=16, intermediate_size=48,
        num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64),
+    _m("jetmoe_square", "jetmoe", "moe mixture_of_attention exotic",
+       "JetMoE-8B's proportions: KV heads x kv_channels = hidden (16 x 128 = 2048 there, 4 x 16 = 64 here), so "
+       "the attention experts' query and output banks are both [E, H, H]", base=None, vocab_size=256,
+       hidden_size=64, num_hidden_layers=2, num_key_value_heads=4, kv_channels=16, intermediate_size=48,
+       num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64),
     _m("dbrx", "dbrx", "moe fused_experts fused_qkv layernorm_nobias clip_qkv",
        "Wqkv fused; experts stacked as mlp.w1/v1/w2 [E*F, H]", base=None, vocab_size=256, d_model=64,
        n_heads=4, n_layers=2, max_seq_len=64,
