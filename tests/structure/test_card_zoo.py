@@ -29,6 +29,14 @@ from tests.support import zoo as Z  # noqa: E402
 KNOWN_GAPS = {
     "longcat_flash": "two attention and two MLP blocks per layer plus zero experts: one mixer/FFN per layer",
     "zamba2": "the shared transformer block (input 2H, LoRA adapters) beside Mamba-2 layers: unbound",
+    "zamba": "Zamba-1's multi-head Mamba-1 (x_proj/dt_proj/A_log per mamba head, [heads, ...]) and its shared "
+             "attention+MLP block on [hidden, embeddings] (2H) with a per-layer linear: unbound",
+    "gemma3n": "Gemma-3n's AltUp streams (router, prediction/correction coefficients, stream projections), LAuReL "
+               "low-rank residual and per-layer input embeddings: unbound",
+    "inkling": "Inkling's short convolutions on the residual inputs and on k/v, relative-position logits (r_proj, "
+               "rel_logits_proj) and its shared-expert routed FFN: unbound",
+    "inkling2": "Inkling-2's attention residuals (attn_res queries), dynamic short convs, L2 clip scales and sink "
+                "projection: unbound",
 }
 # frontier members (tests/support/zoo.py FRONTIER: exotic mechanisms) that the card already explains
 FRONTIER_TAKEN = ["doge", "dory", "dots3_note", "kolibri1", "modernbert_decoder"]

@@ -103,6 +103,43 @@ def test_query_pre_attn_scalar_sets_the_softmax_scale(tmp_path):
     assert card.layers[0].mixer.scale == pytest.approx(64 ** -0.5)
 
 
+@pytest.mark.parametrize("config, want", [
+    ({"scale_attn_by_inverse_layer_idx": True}, lambda i: 8 ** -0.5 / (i + 1)),   # heads of 8: 32 / 4
+    ({"scale_attn_weights": False}, lambda i: 1.0),
+    ({"scale_attn_weights": False, "scale_attn_by_inverse_layer_idx": True}, lambda i: 1.0 / (i + 1)),
+    ({"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False}, lambda i: None),
+])
+def test_gpt2_softmax_scale_keys(tmp_path, config, want):
+    """GPT-2's attention: scores / sqrt(head_dim) unless scale_attn_weights is false, and / (layer + 1) more
+    when scale_attn_by_inverse_layer_idx (the Stanford CRFM GPT-2s)."""
+    card = _card(tmp_path, ["input_layernorm", "post_attention_layernorm"], config)
+    got = [layer.mixer.scale for layer in card.layers]
+    assert got == [None if want(i) is None else pytest.approx(want(i)) for i in range(L)]
+
+
+@pytest.mark.parametrize("flag, want", [(True, "from_norm"), (False, "identity")])
+def test_residual_from_the_normed_stream(tmp_path, flag, want):
+    """BLOOM's apply_residual_connection_post_layernorm: pre-norms whose output is also the residual,
+    x = n1(x) + f(n1(x)) (modeling_bloom.py), not norms after the branches."""
+    card = _card(tmp_path, ["input_layernorm", "post_attention_layernorm"],
+                 {"apply_residual_connection_post_layernorm": flag})
+    assert _placements(card) == {"pre_mixer": "input_layernorm", "pre_ffn": "post_attention_layernorm"}
+    assert [layer.residual.kind for layer in card.layers] == [want] * L
+
+
+@pytest.mark.parametrize("config, want", [
+    ({"layer_norm_elementwise_affine": False}, {"pre_mixer": "layer", "pre_ffn": "layer"}),
+    ({"layer_norm_elementwise_affine": True}, {}),
+    ({}, {}),
+])
+def test_layer_norms_without_affine_parameters(tmp_path, config, want):
+    """OPT's layer_norm_elementwise_affine false: LayerNorms with no weight or bias, so no tensor shows them;
+    the config key alone puts them before each branch."""
+    card = _card(tmp_path, [], config)
+    assert {place: n.kind for place, n in card.layers[0].norm.items()} == want
+    assert all(n.bias is False for n in card.layers[0].norm.values())
+
+
 def test_no_multiplier_keys_leave_the_fields_unset(tmp_path):
     card = _card(tmp_path, ["input_layernorm", "post_attention_layernorm"])
     assert card.head.scale is None and card.embed.scale is None

@@ -192,7 +192,7 @@ def detect(mods, H, cfg):
         mixer.fused_qkv = True
         if nh and hd and kvh:
             mixer.layout["qkv_split"] = [nh * hd, kvh * hd, kvh * hd]
-            layout = cfg.default("qkv_layout")
+            layout = cfg.default("qkv_layout") or (cfg.default("qkv_layout_mha") if kvh == nh else None)
             if not layout and kvh == nh and cfg.get("use_parallel_residual") is not None:
                 layout = "per_head"   # GPT-NeoX's own key: its lineage fuses qkv per head (a tie-break, no row)
             if layout:
@@ -236,7 +236,7 @@ def detect(mods, H, cfg):
         elif kv_w and hd:
             kvh = kv_w // hd if kv_w % hd == 0 else kvh
         roles += [("q", q), ("k", k), ("v", v)]
-        if Wq == 2 * Wo:
+        if Wq == 2 * Wo and qkv_v is None:   # q twice o's input: a gate in q, unless v's heads explain o
             mixer.output_gate = "fused_in_q_proj"
         gate = next((m for m in rest if (m.shape[0] if not transposed else m.shape[1]) == Wo), None)
         if gate is not None:

@@ -38,13 +38,20 @@ def parts(mods, H):
     """(q bank, o bank, router, kv) of a mixture of attention (JetMoE): an expert bank of query projections
     [E, X, H] beside one of output projections [E, H, X], a router [E, H] and a fused key-value projection
     [2X, H] shared by all experts (X = kv heads x head dim); None otherwise. The bank alone looks like an FFN
-    expert bank; the [2X, H] reader of the same width X is what makes it attention."""
+    expert bank; the [2X, H] reader of the same width X is what makes it attention. X = H (JetMoE-8B: 16 KV
+    heads of 128 = 2048) makes both banks [E, H, H]: the one whose name says it writes is o."""
+    from archprobe.structure.names import says
+
     banks = [m for m in mods if len(m.shape) == 3 and m.shape[0] > 1]
     q = next((m for m in banks if m.shape[2] == H and m.shape[1] != H), None)
     if q is None:
-        return None
+        square = [m for m in banks if m.shape[1:] == (H, H)]
+        writers = [m for m in square if says(m.path, "writer")]
+        if len(square) != 2 or len(writers) != 1:
+            return None
+        q = next(m for m in square if m is not writers[0])
     E, X = q.shape[0], q.shape[1]
-    o = next((m for m in banks if m.shape == (E, H, X)), None)
+    o = next((m for m in banks if m.shape == (E, H, X) and m is not q), None)
     router = next((m for m in mods if m.shape == (E, H)), None)
     kv = next((m for m in mods if m.shape == (2 * X, H)), None)
     if o is None or router is None or kv is None:

@@ -93,9 +93,9 @@ class Attention(nn.Module):
         `rope` (or `rope_theta` with `rotary_dim`, the default frequencies); `qk_norm`: True or `head`
         (one norm of head_dim shared by heads), `full` (one over the whole q / k projection),
         `per_head_weights` (each head its own gain, [heads, head_dim]: Cohere, StableLM-2-12B);
-        `clip_qkv`: q, k, v projections clamped to [-c, c] (OLMo, DBRX); `sub_norm`: a norm on the heads'
-        output before o_proj (BitNet's attn_sub_norm); `alibi_scaled`: the ALiBi bias is added before the
-        softmax scale and so scaled with the scores (Falcon), not after it (BLOOM, MPT).
+        `clip_qkv`: q, k, v projections clamped to [-c, c] (OLMo, DBRX; after a full q/k norm: OLMoE);
+        `sub_norm`: a norm on the heads' output before o_proj (BitNet's attn_sub_norm); `alibi_scaled`: the
+        ALiBi bias is added before the softmax scale and so scaled with the scores (Falcon), not after it (BLOOM, MPT).
         `differential`: this layer's lambda_init (differential attention, DiffLlama).
         `qk_norm` `weightless`: normalised, no gain (Llama 4). `chunk`: chunked attention. `qk_norm_style`: the
         q/k norms' kind when it is not `norm_style` (StableLM 2: bias-free per-head LayerNorms).
@@ -166,11 +166,11 @@ class Attention(nn.Module):
             q, q_gate = q.unflatten(-1, (self.heads, 2 * self.head_dim)).chunk(2, dim=-1)
             q = q.flatten(-2)
         k, v = self.k_proj(x), self.v_proj(x)
-        if self.clip_qkv is not None:
-            c = self.clip_qkv
-            q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)
         if self.qk_norm == "full":
             q, k = self.q_norm(q), self.k_norm(k)
+        if self.clip_qkv is not None:     # after a full-width q/k norm, as OLMoE clamps the normed states
+            c = self.clip_qkv
+            q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)
         q = q.unflatten(-1, (self.heads, self.head_dim))
         k = k.unflatten(-1, (self.kv_heads, self.head_dim))
         v = v.unflatten(-1, (self.kv_heads, self.v_head_dim))

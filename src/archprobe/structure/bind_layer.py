@@ -204,10 +204,10 @@ def _norms_and_residual(out: Layer, loose: list[Module], H: int, cfg, roles: dic
         out.norm[place] = Norm(kind="layer" if m.bias is not None else layer_norm,
                                eps=norm_eps(cfg),
                                offset=bool(cfg.default("norm_offset")) or None, bias=m.bias is not None)
-    if not placements and cfg.default("weightless_norm"):   # OLMo: parameter-free LayerNorms, no tensor to see
+    if not placements and weightless_norm(cfg):   # OLMo: parameter-free LayerNorms, no tensor to see
         for place, part in (("pre_mixer", out.mixer), ("pre_ffn", out.ffn)):
             if part.kind != "none":
-                out.norm[place] = Norm(kind=cfg.default("weightless_norm"), eps=norm_eps(cfg), bias=False)
+                out.norm[place] = Norm(kind=weightless_norm(cfg), eps=norm_eps(cfg), bias=False)
     vecs = [v for v in vecs if v not in placements.values()]
     other += vecs
     for m in other:
@@ -235,6 +235,17 @@ def common_prefix_len(a: str, b: str) -> int:
 
 NORM_EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps", "layernorm_epsilon",
                  "norm_epsilon")
+
+
+def weightless_norm(cfg) -> str | None:
+    """The kind of norm a model applies without parameters (so without tensors): the family's row (OLMo's
+    LayerNorm, nanochat's RMSNorm), or a LayerNorm when the config turns its affine parameters off (OPT's
+    layer_norm_elementwise_affine false; its pre-norm placement: a post-norm one is not read from this)."""
+    if cfg.default("weightless_norm"):
+        return cfg.default("weightless_norm")
+    if cfg.get("layer_norm_elementwise_affine") is False and cfg.get("do_layer_norm_before") is not False:
+        return "layer"
+    return None
 
 
 def norm_eps(cfg) -> float | None:
@@ -278,9 +289,9 @@ def _placements(vecs: list[Module], cfg, out: Layer) -> dict[str, Module]:
             out.parallel = True
         return {"pre_mixer" if has_mixer or not has_ffn else "pre_ffn": vecs[0]}
     if n == 2:
-        post = cfg.get("apply_residual_connection_post_layernorm") is True
         # a norm named after the FFN's output (OLMo 2's post_feedforward_layernorm) makes the pair post-norms
-        post = post or any((words(m.path) | {m.leaf}) & PLACEMENT_WORDS["post_ffn"] for m in vecs)
+        # (apply_residual_connection_post_layernorm does not: pre-norms whose output is the residual, derive.py)
+        post = any((words(m.path) | {m.leaf}) & PLACEMENT_WORDS["post_ffn"] for m in vecs)
         a, b = sorted(vecs, key=lambda m: (-_mixer_side(m), m.path))
         if cfg.get("do_layer_norm_before") is False or cfg.default("post_ln"):   # OPT-350m, GPT-1: norm(x + f(x))
             return {"post_mixer_sum": a, "post_ffn_sum": b}

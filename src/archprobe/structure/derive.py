@@ -15,7 +15,7 @@ from collections import Counter
 
 from archprobe.formats.checkpoint import RawCheckpoint
 from archprobe.formats.quant import classify, summarize
-from archprobe.structure.bind_layer import bind_layer, common_prefix_len, norm_eps
+from archprobe.structure.bind_layer import bind_layer, common_prefix_len, norm_eps, weightless_norm
 from archprobe.structure.card import Card
 from archprobe.structure.config import ConfigError, ConfigView
 from archprobe.structure.modules import Module, group_modules
@@ -187,11 +187,12 @@ def _model_level(card: Card, table: TensorTable, H: int | None, cfg: ConfigView)
         if id(m) not in used:
             card.unexplained += [e.name for _, e in m.entries()]
     fn = roles.get("final_norm")
-    if fn is None and cfg.default("weightless_norm"):
-        card.final_norm.kind, card.final_norm.bias = cfg.default("weightless_norm"), False
-        card.origins["final_norm.kind"] = "default"
+    if fn is None and weightless_norm(cfg):
+        card.final_norm.kind, card.final_norm.bias = weightless_norm(cfg), False
+        card.origins["final_norm.kind"] = ("default" if cfg.default("weightless_norm")
+                                           else "config:layer_norm_elementwise_affine")
         if cfg.default("weightless_embed_norm"):     # nanochat normalises the embedding before the layers too
-            card.embed.norm, card.origins["embed.norm"] = cfg.default("weightless_norm"), "default"
+            card.embed.norm, card.origins["embed.norm"] = weightless_norm(cfg), "default"
     if fn is not None:
         card.final_norm.bias = fn.bias is not None
         card.final_norm.kind = "layer" if fn.bias is not None else (card.layers[0].norm.get("pre_mixer").kind
@@ -247,7 +248,7 @@ def _bf16(x: float) -> float:
 
 def _scales(card: Card, cfg: ConfigView) -> None:
     """Multipliers on the embedding, the branches, the softmax and the logits, by their config keys'
-    meaning in transformers (granite, minicpm3, gemma2/3, cohere, biogpt modeling files)."""
+    meaning in transformers (granite, minicpm3, gemma2/3, cohere, biogpt, gpt2 modeling files)."""
     H = card.hidden_size
 
     def num(key: str) -> tuple[float | None, str | None]:   # a non-number (MPT's 'inv_sqrt_d_model') is not ours
@@ -278,10 +279,16 @@ def _scales(card: Card, cfg: ConfigView) -> None:
     if att is None and qpas:
         att, a_where = qpas ** -0.5, "query_pre_attn_scalar"
     clip, c_where = cfg.first_float_at("clip_qkv")               # OLMo, DBRX (attn_config.clip_qkv)
+    by_depth = cfg.get("scale_attn_by_inverse_layer_idx") is True   # GPT-2 (Stanford CRFM): scale / (layer + 1)
+    unscaled = cfg.get("scale_attn_weights") is False               # GPT-2: no 1/sqrt(head_dim) at all
     for i, layer in enumerate(card.layers):
         _set(card, f"layers.{i}.residual.multiplier", res, f"config:{r_where}")
         if layer.mixer.kind in ("gqa", "mha", "mqa"):
-            _set(card, f"layers.{i}.mixer.scale", att, f"config:{a_where}")
+            scale, s_where = att, a_where
+            if scale is None and (by_depth or unscaled) and layer.mixer.head_dim:
+                scale = (1.0 if unscaled else layer.mixer.head_dim ** -0.5) / ((i + 1) if by_depth else 1)
+                s_where = "scale_attn_by_inverse_layer_idx" if by_depth else "scale_attn_weights"
+            _set(card, f"layers.{i}.mixer.scale", scale, f"config:{s_where}")
             _set(card, f"layers.{i}.mixer.clip_qkv", clip, f"config:{c_where}")
 
 
@@ -408,6 +415,8 @@ def _from_config(card: Card, cfg: ConfigView, n_where: str | None) -> None:
             scales, where = _from_norm_scales(cfg, m.kind)
             if scales is not None:
                 _set(card, f"{p}.residual.scales", scales, where)
+        elif cfg.get("apply_residual_connection_post_layernorm") is True:   # BLOOM, ChatGLM: residual = n(x)
+            _set(card, f"{p}.residual.kind", "from_norm", "config:apply_residual_connection_post_layernorm")
         if m.kind == "moa":   # JetMoE's attention experts take the same top-k as its FFN experts
             _set(card, f"{p}.mixer.top_k", top_k, f"config:{k_where}")
             card.origins.setdefault(f"{p}.mixer.num_experts", "shape")

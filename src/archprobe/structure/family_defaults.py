@@ -29,14 +29,17 @@ same thing), `norm_topk_prob_ignored` (the config carries the key, the modeling 
 `router_bias_on` (`logits`: the selection bias is added to the logits), `router_weight_on` (`input`: the
 routing weight scales the expert's input, Llama 4), `qk_norm_rope_layers` (use_qk_norm's weightless q/k
 norm only on the layers that apply rope, Llama 4); `norm_kind` (`layer`: bias-free norms that are LayerNorms, DBRX).
+`qkv_layout_mha` is `qkv_layout` only where there are as many K/V heads as query heads (GPT-BigCode
+without multi_query).
 """
 
 from __future__ import annotations
 
 FAMILY_DEFAULTS: dict[str, dict] = {
     "gpt2": {"conv1d_transposed": True, "source": "transformers/models/gpt2/modeling_gpt2.py (Conv1D)"},
-    "gpt_bigcode": {"source": "transformers/models/gpt_bigcode/modeling_gpt_bigcode.py (nn.Linear c_attn)",
-                    "conv1d_transposed": False},
+    "gpt_bigcode": {"source": "transformers/models/gpt_bigcode/modeling_gpt_bigcode.py (nn.Linear c_attn; "
+                              "multi_query false: c_attn viewed [heads, 3 * head_dim], split per head)",
+                    "conv1d_transposed": False, "qkv_layout_mha": "per_head"},
     "gpt_neo": {"attn_scale": 1.0, "source": "transformers/models/gpt_neo/modeling_gpt_neo.py (no 1/sqrt(d): "
                                              "torch.matmul(query, key.transpose(-1, -2)) unscaled)"},
     "gpt_neox": {"qkv_layout": "per_head", "source": "transformers/models/gpt_neox/modeling_gpt_neox.py "
