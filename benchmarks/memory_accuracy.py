@@ -14,7 +14,8 @@ from _util import table
 from tests.support.decoder_ckpt import planned_vs_measured
 
 from archprobe.memory import plan_memory
-from archprobe.nn.decoder import HybridConfig, tiny_k3, tiny_nemotron_latent, variant
+from archprobe.nn.decoder import HybridConfig
+from archprobe.nn.presets import tiny_k3, tiny_nemotron_latent, variant
 from archprobe.structure.inspect import inspect_checkpoint
 from archprobe.writers.synthetic import K3Dims, write_k3_checkpoint
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from archprobe.nn.decoder import HybridConfig, tiny_k3, tiny_nemotron_latent, variant
+from archprobe.nn.decoder import HybridConfig
+from archprobe.nn.presets import tiny_k3, tiny_nemotron_latent, variant
 from tests.support.decoder_ckpt import planned_vs_measured
 
 WIDE = dict(vocab_size=32000, hidden_size=256)

@@ -10,8 +10,8 @@ from archprobe.nn.decoder import (
     MIXERS,
     HybridConfig,
     HybridDecoder,
-    tiny_k3,
 )
+from archprobe.nn.presets import from_kimi_config, tiny_k3
 from archprobe.testing import assert_close
 from tests.support.decode_configs import CONFIGS
 
@@ -71,7 +71,7 @@ def test_plan_is_data_and_matches_k3_rules():
 def test_config_from_k3_config_json():
     from archprobe.writers.synthetic import k3_config, tiny_k3_dims
 
-    cfg = HybridConfig.from_config_json(k3_config(tiny_k3_dims()))
+    cfg = from_kimi_config(k3_config(tiny_k3_dims()))
     assert cfg.mixer_types == ("kda", "kda", "kda", "mla", "kda", "mla")
     assert cfg.ffn_types == ("dense",) + ("latent_moe",) * 5
     assert cfg.residual == "attnres_block" and cfg.attn_res_block_size == 2

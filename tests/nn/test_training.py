@@ -7,7 +7,8 @@ import time
 import pytest
 import torch
 
-from archprobe.nn.decoder import HybridDecoder, tiny_k3, tiny_kimi_linear, tiny_nemotron_latent, variant
+from archprobe.nn.decoder import HybridDecoder
+from archprobe.nn.presets import tiny_k3, tiny_kimi_linear, tiny_nemotron_latent, variant
 
 VARIANTS = ["baseline", "kv_compression", "head_gate", "indexer", "latent_routing", "gated_residual",
             "depth_weights", "attnres_full", "attnres_block"]

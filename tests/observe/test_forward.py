@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from archprobe.nn.decoder import HybridDecoder, tiny_k3, tiny_kimi_linear, variant
+from archprobe.nn.decoder import HybridDecoder
+from archprobe.nn.presets import tiny_k3, tiny_kimi_linear, variant
 from archprobe.observe.recorder import Recorder
 from archprobe.observe.routing import random_baselines, routing_stats
 

@@ -3,7 +3,8 @@ against the full forward; tests/structure/test_kinds_registry.py fails when a ki
 
 from __future__ import annotations
 
-from archprobe.nn.decoder import HybridConfig, tiny_k3, tiny_kimi_linear, tiny_nemotron_latent, variant
+from archprobe.nn.decoder import HybridConfig
+from archprobe.nn.presets import tiny_k3, tiny_kimi_linear, tiny_nemotron_latent, variant
 
 CONFIGS = {
     "tiny_k3": tiny_k3, "tiny_kimi_linear": tiny_kimi_linear, "tiny_nemotron_latent": tiny_nemotron_latent,
