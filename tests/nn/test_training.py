@@ -37,7 +37,7 @@ def test_backward_reaches_every_trainable_parameter_family(name):
 
 def test_tiny_k3_learns_a_toy_corpus_quickly():
     torch.manual_seed(0)
-    cfg = tiny_k3(vocab_size=32, num_hidden_layers=4, kda_chunk_size=16)
+    cfg = tiny_k3(vocab_size=32, num_hidden_layers=4, mixer_args={"kda": {"chunk_size": 16}})
     model = HybridDecoder(cfg)
     pattern = torch.arange(16) % 7 + torch.arange(16) // 7  # a deterministic, learnable sequence
     data = torch.stack([torch.roll(pattern, s) for s in range(8)])

@@ -3,7 +3,8 @@
 Nothing here knows a family: every number comes from a card field, every tensor from a card role
 (`layers.3.mixer.q` <- whatever the checkpoint calls it), so a renamed twin or a new family runs the same
 way. Each mixer kind's spec (archprobe.kinds) holds its table from role leaves to archprobe.nn parameter
-names and the HybridConfig fields it reads; storage layouts
+names and reads its module's arguments from the card (`HybridConfig.mixer_args`, under the kind's own
+names); storage layouts
 the card records (`qkv_split`, `qkv_interleaved`, `gate_up`, `transposed`, `stacked_transposed`) become
 `Derived` tensors (split, de-interleaved, transposed, stacked) at load time.
 
@@ -194,17 +195,23 @@ def _mixer_roles(kind: str) -> dict:
     return (spec.roles or {}) if spec is not None else {}
 
 
+def _args_owner(kind: str) -> str:
+    """The kind whose arguments a mixer type runs on (`swa` on GQA's): its key in HybridConfig.mixer_args."""
+    return kinds.BY_NN_KIND[kind].name
+
+
 def _layer_fields(card, i: int, roles: set[str]) -> dict:
     """The HybridConfig fields layer i needs, from its card part (every value from a field or a role)."""
     layer = card.layers[i]
     m, f = layer.mixer, layer.ffn
     p = f"layers.{i}"
     has = lambda leaf: f"{p}.{leaf}" in roles  # noqa: E731
-    out: dict = {}
+    out: dict = {"mixer": "none"}
     spec = _mixer_kind(m.kind, f"{p}.mixer")
-    out["mixer"] = spec.nn_kind if spec is not None else "none"
-    if spec is not None:      # the mixer's own fields: its kind's hook (kinds/<kind>.py)
-        spec.fields(card, i, has, out)
+    if spec is not None:      # the mixer's own arguments, under its builder's name: its kind's hook (kinds/<kind>.py)
+        args: dict = {}
+        out["mixer"] = spec.fields(card, i, has, args) or spec.nn_kind
+        out["mixer_args"] = {_args_owner(out["mixer"]): args}
     pm = layer.parallel_mixer
     if pm is not None and pm.kind != "none":     # a second mixer on the same input (Falcon-H1): its own fields
         out["parallel_mixer"] = _parallel_fields(card, i, roles, out)
@@ -336,6 +343,9 @@ def _parallel_fields(card, i: int, roles: set[str], out: dict) -> str:
     kind = got.pop("mixer")
     if kind == "none":
         return kind
+    for k, v in got.pop("mixer_args", {}).items():      # each mixer's arguments under its own kind
+        if out.setdefault("mixer_args", {}).setdefault(k, v) != v:
+            raise Unsupported(f"{p}.parallel_mixer: {k}'s arguments differ between the layer's two mixers")
     for k, v in got.items():
         if k in out and out[k] != v:
             raise Unsupported(f"{p}.parallel_mixer: {k} differs between the layer's two mixers")
@@ -362,7 +372,7 @@ def config_fields(card, n_run: int | None = None) -> dict:
     if len(residuals) > 1:
         raise Unsupported(f"a mix of residual kinds across layers ({sorted(residuals)})")
     base = dict(per[0])
-    overrides = {i: {k: v for k, v in f.items() if base.get(k, _MISSING) != v} for i, f in enumerate(per)}
+    overrides = {i: _differences(base, f) for i, f in enumerate(per)}
     overrides = {i: o for i, o in overrides.items() if o}
     fn = card.final_norm
     final_norm = fn is not None and fn.kind is not None
@@ -403,6 +413,17 @@ def config_fields(card, n_run: int | None = None) -> dict:
 
 
 _MISSING = object()
+
+
+def _differences(base: dict, layer: dict) -> dict:
+    """A layer's fields that differ from the base layer's; mixer arguments compared kind by kind, argument by
+    argument (HybridConfig.for_layer merges them back the same way)."""
+    out = {k: v for k, v in layer.items() if k != "mixer_args" and base.get(k, _MISSING) != v}
+    ours = base.get("mixer_args", {})
+    args = {kind: {a: v for a, v in kw.items() if ours.get(kind, {}).get(a, _MISSING) != v}
+            for kind, kw in layer.get("mixer_args", {}).items()}
+    args = {kind: kw for kind, kw in args.items() if kw}
+    return {**out, "mixer_args": args} if args else out
 
 
 def _expanded_roles(roles: set[str], i: int) -> set[str]:
@@ -471,20 +492,21 @@ def blueprint(card, shapes: dict[str, tuple], n_run: int | None = None) -> Bluep
             target = target.rsplit(".", 1)[0] + "." + companion if target.endswith(".weight") else \
                 target + "." + companion
         if "*" in name and key is not None and target.startswith(("self_attn.q_norm.", "self_attn.k_norm.")):
-            _per_head_bank(parts.setdefault(key, Part()), target, name, cfg.for_layer(key))
+            _per_head_bank(parts.setdefault(key, Part()), target, name, cfg.layer_spec(key).mixer.args)
             continue
         parts.setdefault(key, Part()).names[target] = name
     for i in range(n_run):
-        _layouts(parts.setdefault(i, Part()), card.layers[i], cfg.for_layer(i), shapes)
+        _layouts(parts.setdefault(i, Part()), card.layers[i], cfg.layer_spec(i), shapes)
     unmapped += [n for names in card.set_aside.values() for n in names]
     return Blueprint(cfg, parts, sorted(set(unmapped)))
 
 
-def _per_head_bank(part: Part, target: str, name: str, cfg) -> None:
-    """One stored norm per head (`q_layernorm.norms.*.weight`, StableLM 2) stacked to [heads, head_dim]."""
+def _per_head_bank(part: Part, target: str, name: str, attention) -> None:
+    """One stored norm per head (`q_layernorm.norms.*.weight`, StableLM 2) stacked to [heads, head_dim]
+    (`attention`: the layer's kinds/attention.py Args)."""
     import torch
 
-    n = cfg.num_attention_heads if ".q_norm." in target else cfg.num_key_value_heads
+    n = attention.num_heads if ".q_norm." in target else attention.num_kv_heads
     srcs = tuple(f"src:{target}#{h}" for h in range(n))
     for h, src in enumerate(srcs):
         part.names[src] = name.replace("*", str(h), 1)
@@ -575,9 +597,12 @@ def _layer_target(cfg, i: int, part: str, leaf: str, card) -> str | None:
     return None
 
 
-def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
-    """Turn `src:` entries into module tensors as the part's layout says; transpose Conv1D storage."""
+def _layouts(part: Part, layer, spec, shapes: dict[str, tuple]) -> None:
+    """Turn `src:` entries into module tensors as the part's layout says; transpose Conv1D storage.
+    `spec`: the layer's archprobe.nn.decoder.LayerSpec (its mixers' arguments, its config)."""
     import torch
+
+    cfg, mixer = spec.config, spec.mixer.args
 
     mlay, flay = layer.mixer.layout or {}, layer.ffn.layout or {}
     for target in [t for t in part.names if not t.startswith("src:")]:
@@ -592,8 +617,8 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
             src = "src:F:" + target   # a selection bias stored [1, E] (ERNIE's moe_statics)
             part.names[src] = part.names.pop(target)
             part.derived.append(Derived(target, (src,), lambda t: t.reshape(-1).contiguous()))
-    _gdn_sources(part, cfg)
-    _fold_mup(part, layer, cfg)
+    _gdn_sources(part, mixer)
+    _fold_mup(part, layer, spec)
     if KDA_FUSED_CONV in part.names:      # one conv over q | k | v, each D wide (transformers' Kimi Linear)
         for i, which in enumerate(("q", "k", "v")):
             part.derived.append(Derived(f"self_attn.{which}_conv1d.weight", (KDA_FUSED_CONV,),
@@ -603,7 +628,7 @@ def _layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
         bias = body.endswith(".bias")
         if body.startswith("self_attn.qkv"):
             transposed = bool(mlay.get("transposed")) and not bias
-            heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+            heads, kvh, d = mixer.num_heads, mixer.num_kv_heads, mixer.head_dim
             blocks = re.fullmatch(r"mp(\d+)_([qkv]{3})", str(mlay.get("qkv_interleaved")))
             interleaved = mlay.get("qkv_interleaved") not in (None, False, "blocks") and not blocks
             if mlay.get("qkv_interleaved") == "per_head" and heads != kvh:
@@ -656,9 +681,11 @@ MUP_FOLDS = {"attention_in_multiplier": (("attn.q_proj", False), ("attn.k_proj",
              "mlp_multipliers": (("mlp.gate_proj", True), ("mlp.down_proj", True))}
 
 
-def _fold_mup(part: Part, layer, cfg) -> None:
+def _fold_mup(part: Part, layer, spec) -> None:
     """Fold the layer's muP multipliers into the weights they scale (exact: each is linear in its tensor)."""
     import torch
+
+    ssm_args = next((s.args for s in (spec.mixer, spec.parallel_mixer) if s.kind == "mamba2"), None)
 
     ssm = next((mx for mx in (layer.mixer, layer.parallel_mixer) if mx is not None and mx.kind == "mamba2"), None)
     mup = ((ssm.layout or {}).get("mup_multipliers") or {}) if ssm is not None else {}
@@ -672,9 +699,10 @@ def _fold_mup(part: Part, layer, cfg) -> None:
             where, name = module.split(".")
             f = value[i] if key == "mlp_multipliers" else value
             if key == "ssm_multipliers":
-                inner, gn = cfg.mamba_num_heads * cfg.mamba_head_dim, cfg.mamba_n_groups * cfg.ssm_state_size
+                a = ssm_args
+                inner, gn = a.num_heads * a.head_dim, a.n_groups * a.state_size
                 f = torch.cat([torch.full((n,), float(v)) for n, v in
-                               zip((inner, inner, gn, gn, cfg.mamba_num_heads), value, strict=True)])
+                               zip((inner, inner, gn, gn, a.num_heads), value, strict=True)])
             for leaf in ("weight", "bias") if on_bias else ("weight",):
                 factors.setdefault(f"{owner[where]}.{name}.{leaf}", []).append(f)
     for target, fs in factors.items():
@@ -694,7 +722,7 @@ def _fold_mup(part: Part, layer, cfg) -> None:
         part.derived.append(Derived(target, (src,), scaled))
 
 
-def _gdn_sources(part: Part, cfg) -> None:
+def _gdn_sources(part: Part, gdn) -> None:
     """Gated DeltaNet's split layout from separate q/k/v projections and convs (concatenated in that order:
     the conv runs over q | k | v) or from one block-ordered `in_proj` (rows q | k | v | z | b | a)."""
     import torch
@@ -710,8 +738,7 @@ def _gdn_sources(part: Part, cfg) -> None:
             part.derived.append(Derived(f"self_attn.{target}.weight", tuple(src[p] for p in parts),
                                         lambda *t: torch.cat(t, dim=0).contiguous()))
     if "in_proj" in src:
-        nk, nv, dk, dv = cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim, \
-            cfg.linear_value_head_dim
+        nk, nv, dk, dv = gdn.num_key_heads, gdn.num_value_heads, gdn.key_head_dim, gdn.value_head_dim
         sizes = [2 * nk * dk + nv * dv, nv * dv, nv, nv]
         for i, name in enumerate(("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")):
             part.derived.append(Derived(f"self_attn.{name}.weight", (src["in_proj"],),
