@@ -201,7 +201,8 @@ def _args_owner(kind: str) -> str:
 
 
 def _layer_fields(card, i: int, roles: set[str]) -> dict:
-    """The HybridConfig fields layer i needs, from its card part (every value from a field or a role)."""
+    """The HybridConfig fields layer i needs (its mixer's arguments under `mixer_args`), from its card part (every
+    value from a field or a role)."""
     layer = card.layers[i]
     m, f = layer.mixer, layer.ffn
     p = f"layers.{i}"
