@@ -17,8 +17,9 @@ from archprobe.nn.decoder import HybridConfig, HybridDecoder
 
 def model(residual: str) -> HybridDecoder:
     torch.manual_seed(0)
-    cfg = HybridConfig(vocab_size=1024, hidden_size=512, num_hidden_layers=12, num_attention_heads=8,
-                       num_key_value_heads=8, head_dim=64, intermediate_size=1536, residual=residual,
+    cfg = HybridConfig(vocab_size=1024, hidden_size=512, num_hidden_layers=12,
+                       mixer_args={"gqa": dict(num_heads=8, num_kv_heads=8, head_dim=64)},
+                       intermediate_size=1536, residual=residual,
                        attn_res_block_size=4 if residual == "attnres_block" else None)
     return HybridDecoder(cfg).eval()
 

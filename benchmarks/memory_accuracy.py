@@ -14,23 +14,24 @@ from _util import table
 from tests.support.decoder_ckpt import planned_vs_measured
 
 from archprobe.memory import plan_memory
-from archprobe.nn.decoder import HybridConfig, tiny_k3, tiny_nemotron_latent, variant
+from archprobe.nn.decoder import HybridConfig
+from archprobe.nn.presets import tiny_k3, tiny_nemotron_latent, variant
 from archprobe.structure.inspect import inspect_checkpoint
 from archprobe.writers.synthetic import K3Dims, write_k3_checkpoint
 
 WIDE = dict(vocab_size=32000, hidden_size=512)
 CONFIGS = {
-    "gqa": (HybridConfig(**WIDE, num_hidden_layers=6, num_attention_heads=8, num_key_value_heads=2, head_dim=64,
-                         intermediate_size=1024), [(1024, 1), (4096, 1)]),
-    "mla": (HybridConfig(**WIDE, num_hidden_layers=4, mixer_types=("mla",) * 4, q_lora_rank=128, kv_lora_rank=64),
-            [(2048, 1)]),
-    "kda": (HybridConfig(**WIDE, num_hidden_layers=4, mixer_types=("kda",) * 4, linear_num_heads=8,
-                         linear_head_dim=64), [(4096, 1)]),
+    "gqa": (HybridConfig(**WIDE, num_hidden_layers=6, intermediate_size=1024,
+                         mixer_args={"gqa": dict(num_heads=8, num_kv_heads=2, head_dim=64)}), [(1024, 1), (4096, 1)]),
+    "mla": (HybridConfig(**WIDE, num_hidden_layers=4, mixer_types=("mla",) * 4,
+                         mixer_args={"mla": dict(q_lora_rank=128, kv_lora_rank=64)}), [(2048, 1)]),
+    "kda": (HybridConfig(**WIDE, num_hidden_layers=4, mixer_types=("kda",) * 4,
+                         mixer_args={"kda": dict(num_heads=8, head_dim=64)}), [(4096, 1)]),
     "hybrid_k3": (tiny_k3(**WIDE, num_hidden_layers=8), [(1024, 2), (4096, 1)]),
     "latent_moe": (tiny_nemotron_latent(**WIDE), [(2048, 1)]),
     "attnres": (variant("attnres_block", **WIDE), [(2048, 1)]),
     "sliding_window": (HybridConfig(**WIDE, num_hidden_layers=4, mixer_types=("swa", "swa", "swa", "gqa"),
-                                    sliding_window=256), [(4096, 1)]),
+                                    mixer_args={"gqa": dict(sliding_window=256)}), [(4096, 1)]),
     "lowrank_kv": (variant("kv_compression", **WIDE), [(2048, 2)]),
 }
 

@@ -17,6 +17,7 @@ import archprobe.cli as cli_pkg
 from archprobe.cli import params
 from archprobe.cli.main import app
 from archprobe.cli.output import emit
+from tests.support.cli import invoke
 
 # the same flag name on purpose, with another meaning: report --releases is a switch ("also read
 # releases"), adapt --releases N a count; merging them would change what either accepts
@@ -126,8 +127,6 @@ def test_emit_prints_the_document_or_renders_it(capsys):
 
 
 def test_eval_export_prints_the_chain_or_what_it_wrote(tmp_path):
-    from typer.testing import CliRunner
-
     from archprobe.eval.ledger import Ledger
     from archprobe.eval.runner import RunOptions, run_eval
     from archprobe.eval.standin import Behaviour, StandinServer
@@ -138,18 +137,17 @@ def test_eval_export_prints_the_chain_or_what_it_wrote(tmp_path):
     with StandinServer(builtin, Behaviour(seed=1, p_correct=0.5)) as srv:
         run_eval(Ledger(ledger), builtin, RunOptions(endpoint=srv.url, model="m", attempts=1, timeout_s=20,
                                                      max_retries=0), run_id="r1")
-    runner = CliRunner()
-    plain = runner.invoke(app, ["eval", "export", "r1", "--ledger", str(ledger)])
-    flagged = runner.invoke(app, ["eval", "export", "r1", "--ledger", str(ledger), "--json", "-o", "-"])
+    plain = invoke("eval", "export", "r1", "--ledger", str(ledger))
+    flagged = invoke("eval", "export", "r1", "--ledger", str(ledger), "--json", "-o", "-")
     assert plain.exit_code == flagged.exit_code == 0 and plain.stdout == flagged.stdout
     chain = json.loads(plain.stdout)
     assert chain == Ledger(ledger).export_run("r1")
     out = tmp_path / "chain.json"
-    written = runner.invoke(app, ["eval", "export", "r1", "--ledger", str(ledger), "--output", str(out), "--json"])
+    written = invoke("eval", "export", "r1", "--ledger", str(ledger), "--output", str(out), "--json")
     doc = json.loads(written.stdout)
     assert doc["written"] == str(out) and doc["rows"] == len(chain["rows"]) > 0 and doc["head"] == chain["head"]
     assert json.loads(out.read_text()) == chain
-    line = runner.invoke(app, ["eval", "export", "r1", "--ledger", str(ledger), "-o", str(out)]).stdout
+    line = invoke("eval", "export", "r1", "--ledger", str(ledger), "-o", str(out)).stdout
     assert line.startswith(f"exported {len(chain['rows'])} rows of r1 to {out}")
 
 

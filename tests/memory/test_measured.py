@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import pytest
 
-from archprobe.nn.decoder import HybridConfig, tiny_k3, tiny_nemotron_latent, variant
+from archprobe.nn.decoder import HybridConfig
+from archprobe.nn.presets import tiny_k3, tiny_nemotron_latent, variant
 from tests.support.decoder_ckpt import planned_vs_measured
 
 WIDE = dict(vocab_size=32000, hidden_size=256)
 CONFIGS = {
-    "gqa": (HybridConfig(**WIDE, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2, head_dim=32,
-                         intermediate_size=512), [(256, 2), (1536, 1)]),
-    "mla": (HybridConfig(**WIDE, num_hidden_layers=3, mixer_types=("mla",) * 3, q_lora_rank=64, kv_lora_rank=32),
-            [(1024, 1)]),
+    "gqa": (HybridConfig(**WIDE, num_hidden_layers=4, intermediate_size=512,
+                         mixer_args={"gqa": dict(num_heads=8, num_kv_heads=2, head_dim=32)}), [(256, 2), (1536, 1)]),
+    "mla": (HybridConfig(**WIDE, num_hidden_layers=3, mixer_types=("mla",) * 3,
+                         mixer_args={"mla": dict(q_lora_rank=64, kv_lora_rank=32)}), [(1024, 1)]),
     "kda": (HybridConfig(**WIDE, num_hidden_layers=3, mixer_types=("kda",) * 3), [(2048, 1)]),
     "hybrid_k3": (tiny_k3(**WIDE, num_hidden_layers=8), [(256, 2), (2048, 1)]),
     "latent_moe": (tiny_nemotron_latent(**WIDE), [(1024, 1)]),
     "attnres": (variant("attnres_block", **WIDE), [(1024, 1)]),
-    "sliding_window": (HybridConfig(**WIDE, num_hidden_layers=2, mixer_types=("swa", "gqa"), sliding_window=128),
-                       [(1024, 1)]),
+    "sliding_window": (HybridConfig(**WIDE, num_hidden_layers=2, mixer_types=("swa", "gqa"),
+                                    mixer_args={"gqa": dict(sliding_window=128)}), [(1024, 1)]),
     "lowrank_kv": (variant("kv_compression", **WIDE), [(1024, 2)]),
 }
 

@@ -116,7 +116,8 @@ def test_tradeoffs_by_hand_nemotron_latent_moe(tmp_path):
     """Nemotron-3 Super's LatentMoE shape (non-gated ReLU^2 experts, latent routed in hidden space), saved by our
     own reference decoder: H 64, latent 32, 8 experts of width 32, top-2, float32."""
     torch = pytest.importorskip("torch")
-    from archprobe.nn.decoder import HybridDecoder, tiny_nemotron_latent
+    from archprobe.nn.decoder import HybridDecoder
+    from archprobe.nn.presets import tiny_nemotron_latent
     from tests.support.decoder_ckpt import save_decoder
 
     torch.manual_seed(0)

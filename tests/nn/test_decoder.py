@@ -10,8 +10,8 @@ from archprobe.nn.decoder import (
     MIXERS,
     HybridConfig,
     HybridDecoder,
-    tiny_k3,
 )
+from archprobe.nn.presets import from_kimi_config, tiny_k3
 from archprobe.testing import assert_close
 from tests.support.decode_configs import CONFIGS
 
@@ -53,12 +53,13 @@ def test_k3_caches_have_the_expected_sizes():
     model = HybridDecoder(cfg).eval()
     with torch.no_grad():
         _, caches = model(torch.randint(0, 256, (1, 10)), use_cache=True)
-    for kind, cache in zip(cfg.mixer_types, caches, strict=True):
+    for i, (kind, cache) in enumerate(zip(cfg.mixer_types, caches, strict=True)):
+        a = cfg.layer_spec(i).mixer.args
         if kind == "mla":  # latent + rope key per token, fp32 here
-            assert cache.nbytes() == 10 * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) * 4
+            assert cache.nbytes() == 10 * (a.kv_lora_rank + a.rope_dim) * 4
         else:  # constant: heads x K x V fp32 state + (kernel-1) x 3D conv inputs
-            D = cfg.linear_num_heads * cfg.linear_head_dim
-            assert cache.nbytes() == (cfg.linear_num_heads * cfg.linear_head_dim ** 2 + 3 * D * 3) * 4
+            D = a.num_heads * a.head_dim
+            assert cache.nbytes() == (a.num_heads * a.head_dim ** 2 + 3 * D * 3) * 4
 
 
 def test_plan_is_data_and_matches_k3_rules():
@@ -71,11 +72,12 @@ def test_plan_is_data_and_matches_k3_rules():
 def test_config_from_k3_config_json():
     from archprobe.writers.synthetic import k3_config, tiny_k3_dims
 
-    cfg = HybridConfig.from_config_json(k3_config(tiny_k3_dims()))
+    cfg = from_kimi_config(k3_config(tiny_k3_dims()))
     assert cfg.mixer_types == ("kda", "kda", "kda", "mla", "kda", "mla")
     assert cfg.ffn_types == ("dense",) + ("latent_moe",) * 5
     assert cfg.residual == "attnres_block" and cfg.attn_res_block_size == 2
-    assert cfg.kda_gate == "bounded" and cfg.use_full_rank_gate and cfg.rope_theta is None
+    kda, mla = cfg.mixer_args["kda"], cfg.mixer_args["mla"]
+    assert kda["gate"] == "bounded" and kda["output_gate"] == "full_rank" and mla["rope_theta"] is None
     assert "auto_map" in cfg.extra  # unknown keys are kept aside, never executed
     HybridDecoder(cfg)
 
@@ -85,6 +87,8 @@ def test_config_from_k3_config_json():
     ("ffn_types", ("dense",), "ffn_types"),
     ("residual", "magic", "residual"),
     ("hidden_act", "tanh", "hidden_act"),
+    ("mixer_args", {"bogus": {}}, "mixer_args"),                          # not a kind
+    ("mixer_args", {"kda": {"linear_num_heads": 4}}, "linear_num_heads"),  # not one of the kind's arguments
 ])
 def test_invalid_config_names_the_field(field, value, message):
     with pytest.raises(ValueError, match=message):
@@ -95,12 +99,14 @@ def test_the_mla_indexer_limits_each_query_to_its_top_k_keys():
     """With index_topk >= the sequence every key is kept (the dense MLA); below it the logits change."""
     torch.manual_seed(0)
     ids = torch.randint(0, 256, (1, 12))
-    kw = dict(num_hidden_layers=2, mixer_types=("mla", "mla"), mla_use_nope=False, q_lora_rank=24)
-    dense = HybridDecoder(HybridConfig(**kw)).eval()
+    kw = dict(num_hidden_layers=2, mixer_types=("mla", "mla"))
+    mla = dict(use_nope=False, q_lora_rank=24)
+    dense = HybridDecoder(HybridConfig(**kw, mixer_args={"mla": mla})).eval()
     state = dense.state_dict()
     outs = {}
     for topk in (12, 4):
-        model = HybridDecoder(HybridConfig(**kw, mla_indexer=True, index_topk=topk)).eval()
+        indexed = {"mla": {**mla, "indexer": True, "index_topk": topk}}
+        model = HybridDecoder(HybridConfig(**kw, mixer_args=indexed)).eval()
         missing = model.load_state_dict(state, strict=False).missing_keys
         assert missing and all(".indexer." in k for k in missing)
         with torch.no_grad():

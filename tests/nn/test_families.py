@@ -115,8 +115,9 @@ def test_gemma2_sandwich_norms_softcaps_scale_and_window():
                         attn_logit_softcapping=20.0, final_logit_softcapping=10.0)
     cfg = HybridConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, rms_norm_eps=1e-6,
                        norm_style="zero_centered", block="sandwich", mixer_types=("swa", "gqa"),
-                       sliding_window=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                       attn_scale=32 ** -0.5, attn_softcap=20.0, final_softcap=10.0, embed_scale=64 ** 0.5,
+                       mixer_args={"gqa": dict(sliding_window=4, num_heads=4, num_kv_heads=2, head_dim=16,
+                                               scale=32 ** -0.5, softcap=20.0)},
+                       final_softcap=10.0, embed_scale=64 ** 0.5,
                        intermediate_size=96, hidden_act="gelu_pytorch_tanh", tie_word_embeddings=True)
     got = _ours(cfg, state, COMMON + [(r"post_attention_layernorm", "post_mixer_norm"),
                                       (r"pre_feedforward_layernorm", "post_attention_layernorm"),
@@ -128,8 +129,9 @@ def test_cohere_parallel_layernorm_logit_scale_interleaved_rope():
     logits, state = _hf("cohere", **{k: v for k, v in BASE.items() if k != "head_dim"}, logit_scale=0.25)
     rope = Rope(500000.0, 16, interleaved=True)   # CohereConfig's default theta
     cfg = HybridConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, rms_norm_eps=1e-5,
-                       norm_style="layer_nobias", block="parallel_shared", num_attention_heads=4,
-                       num_key_value_heads=2, head_dim=16, rope=rope, intermediate_size=96,
+                       norm_style="layer_nobias", block="parallel_shared",
+                       mixer_args={"gqa": dict(num_heads=4, num_kv_heads=2, head_dim=16, rope=rope)},
+                       intermediate_size=96,
                        logit_scale=0.25, tie_word_embeddings=True)
     assert_close("cross_implementation", logits, _ours(cfg, state, COMMON), torch.float32)
 
@@ -137,7 +139,7 @@ def test_cohere_parallel_layernorm_logit_scale_interleaved_rope():
 def test_olmo2_post_norms_and_full_width_qk_norm():
     logits, state = _hf("olmo2", **BASE)
     cfg = HybridConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, rms_norm_eps=1e-5, block="post",
-                       num_attention_heads=4, num_key_value_heads=2, head_dim=16, qk_norm="full",
+                       mixer_args={"gqa": dict(num_heads=4, num_kv_heads=2, head_dim=16, qk_norm="full")},
                        intermediate_size=96)
     got = _ours(cfg, state, COMMON + [(r"post_attention_layernorm", "post_mixer_norm"),
                                       (r"post_feedforward_layernorm", "post_ffn_norm")])
@@ -147,17 +149,17 @@ def test_olmo2_post_norms_and_full_width_qk_norm():
 def test_granite_multipliers():
     logits, state = _hf("granite", **BASE, embedding_multiplier=6.0, residual_multiplier=0.3,
                         attention_multiplier=0.05, logits_scaling=4.0)
-    cfg = HybridConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, rms_norm_eps=1e-6, num_attention_heads=4,
-                       num_key_value_heads=2, head_dim=16, intermediate_size=96, embed_scale=6.0,
-                       residual_multiplier=0.3, attn_scale=0.05, logit_scale=0.25)
+    cfg = HybridConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, rms_norm_eps=1e-6,
+                       mixer_args={"gqa": dict(num_heads=4, num_kv_heads=2, head_dim=16, scale=0.05)},
+                       intermediate_size=96, embed_scale=6.0, residual_multiplier=0.3, logit_scale=0.25)
     assert_close("cross_implementation", logits, _ours(cfg, state, COMMON), torch.float32)
 
 
 def test_hunyuan_qk_norm_after_rope():
     logits, state = _hf("hunyuan_v1_dense", **BASE)
-    cfg = HybridConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, rms_norm_eps=1e-5, num_attention_heads=4,
-                       num_key_value_heads=2, head_dim=16, intermediate_size=96, qk_norm=True,
-                       qk_norm_after_rope=True)
+    cfg = HybridConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, rms_norm_eps=1e-5,
+                       mixer_args={"gqa": dict(num_heads=4, num_kv_heads=2, head_dim=16, qk_norm=True,
+                                               qk_norm_after_rope=True)}, intermediate_size=96)
     got = _ours(cfg, state, COMMON + [(r"query_layernorm", "q_norm"), (r"key_layernorm", "k_norm")])
     assert_close("cross_implementation", logits, got, torch.float32)
 
@@ -177,9 +179,10 @@ def test_gpt_neox_parallel_separate_norms_partial_rotary_fused_qkv():
     logits, state = _hf("gpt_neox", vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=128, rotary_pct=0.25, use_parallel_residual=True, hidden_act="gelu")
     cfg = HybridConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, rms_norm_eps=1e-5, norm_style="layer",
-                       block="parallel", num_attention_heads=4, num_key_value_heads=4, head_dim=16,
-                       partial_rotary_factor=0.25, attention_bias=True, attention_out_bias=True, mlp_bias=True,
-                       intermediate_size=128, hidden_act="gelu", gated_ffn=False)
+                       block="parallel", mixer_args={"gqa": dict(num_heads=4, num_kv_heads=4, head_dim=16,
+                                                                 partial_rotary_factor=0.25, qkv_bias=True,
+                                                                 o_bias=True)},
+                       mlp_bias=True, intermediate_size=128, hidden_act="gelu", gated_ffn=False)
     renames = [(r"^gpt_neox\.", ""), (r"^embed_out", "lm_head"), (r"embed_in", "embed_tokens"),
                (r"final_layer_norm", "norm"), (r"\.attention\.dense", ".self_attn.o_proj"),
                (r"\.attention\.", ".self_attn."), (r"dense_h_to_4h", "up_proj"), (r"dense_4h_to_h", "down_proj")]
@@ -190,8 +193,8 @@ def test_gpt_neox_parallel_separate_norms_partial_rotary_fused_qkv():
 def test_bloom_alibi_embedding_norm_fused_qkv():
     logits, state = _hf("bloom", vocab_size=256, hidden_size=64, n_layer=2, n_head=4)
     cfg = HybridConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, rms_norm_eps=1e-5, norm_style="layer",
-                       num_attention_heads=4, num_key_value_heads=4, head_dim=16, alibi=True, rope_theta=None,
-                       attention_bias=True, attention_out_bias=True, mlp_bias=True, intermediate_size=256,
+                       mixer_args={"gqa": dict(num_heads=4, num_kv_heads=4, head_dim=16, alibi=True, rope_theta=None,
+                                               qkv_bias=True, o_bias=True)}, mlp_bias=True, intermediate_size=256,
                        hidden_act="gelu_tanh", gated_ffn=False, embed_norm=True, tie_word_embeddings=True)
     renames = [(r"^transformer\.", ""), (r"word_embeddings_layernorm", "embed_layernorm"),
                (r"word_embeddings", "embed_tokens"), (r"^ln_f", "norm"), (r"^h\.", "layers."),
@@ -205,12 +208,12 @@ def test_gpt_oss_sinks_biases_clamped_glu_router_bias_stacked_experts():
     logits, state = _hf("gpt_oss", **{**BASE, "intermediate_size": 32}, num_local_experts=4, num_experts_per_tok=2,
                         sliding_window=4, layer_types=["sliding_attention", "full_attention"])
     cfg = HybridConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, rms_norm_eps=1e-5,
-                       mixer_types=("swa", "gqa"), ffn_types=("moe", "moe"), sliding_window=4, num_attention_heads=4,
-                       num_key_value_heads=2, head_dim=16, attention_bias=True, attention_out_bias=True,
-                       attn_sinks=True, rope=Rope(150000.0, 16, "yarn", {"factor": 32.0, "beta_fast": 32.0,
-                                                                       "beta_slow": 1.0, "truncate": False,
-                                                                       "original_max_position_embeddings": 4096},
-                                                  max_positions=131072),
+                       mixer_types=("swa", "gqa"), ffn_types=("moe", "moe"), mixer_args={"gqa": dict(
+                           sliding_window=4, num_heads=4, num_kv_heads=2, head_dim=16, qkv_bias=True, o_bias=True,
+                           sinks=True, rope=Rope(150000.0, 16, "yarn", {"factor": 32.0, "beta_fast": 32.0,
+                                                                        "beta_slow": 1.0, "truncate": False,
+                                                                        "original_max_position_embeddings": 4096},
+                                                 max_positions=131072))},
                        num_experts=4, num_experts_per_token=2, moe_intermediate_size=32, hidden_act="swiglu_oss",
                        moe_router_activation_func="softmax", moe_router_bias=False, router_logit_bias=True,
                        expert_bias=True, moe_renormalize=True, shared_expert_width=0)

@@ -15,7 +15,7 @@ from archprobe.testing import assert_close  # noqa: E402
 
 
 def _config(**over) -> HybridConfig:
-    kw = dict(vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+    kw = dict(vocab_size=64, hidden_size=32, num_hidden_layers=3, mixer_args={"gqa": dict(num_heads=4, num_kv_heads=2)},
               intermediate_size=48, mixer_types=("gqa",) * 3, ffn_types=("rwkv_channel", "dense", "rwkv_channel"))
     kw.update(over)
     return HybridConfig(**kw)

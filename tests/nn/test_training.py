@@ -7,7 +7,8 @@ import time
 import pytest
 import torch
 
-from archprobe.nn.decoder import HybridDecoder, tiny_k3, tiny_kimi_linear, tiny_nemotron_latent, variant
+from archprobe.nn.decoder import HybridDecoder
+from archprobe.nn.presets import tiny_k3, tiny_kimi_linear, tiny_nemotron_latent, variant
 
 VARIANTS = ["baseline", "kv_compression", "head_gate", "indexer", "latent_routing", "gated_residual",
             "depth_weights", "attnres_full", "attnres_block"]
@@ -36,7 +37,7 @@ def test_backward_reaches_every_trainable_parameter_family(name):
 
 def test_tiny_k3_learns_a_toy_corpus_quickly():
     torch.manual_seed(0)
-    cfg = tiny_k3(vocab_size=32, num_hidden_layers=4, kda_chunk_size=16)
+    cfg = tiny_k3(vocab_size=32, num_hidden_layers=4, mixer_args={"kda": {"chunk_size": 16}})
     model = HybridDecoder(cfg)
     pattern = torch.arange(16) % 7 + torch.arange(16) // 7  # a deterministic, learnable sequence
     data = torch.stack([torch.roll(pattern, s) for s in range(8)])

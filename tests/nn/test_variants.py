@@ -5,10 +5,11 @@ from __future__ import annotations
 import torch
 
 from archprobe.nn.attention import Attention
-from archprobe.nn.decoder import HybridDecoder, variant
+from archprobe.nn.decoder import HybridDecoder
 from archprobe.nn.dynamic import HeadGate, Indexer
 from archprobe.nn.kv_compression import LowRankKVAttention
 from archprobe.nn.moe import MoE
+from archprobe.nn.presets import variant
 from archprobe.testing import assert_close
 
 

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from archprobe.nn.decoder import HybridDecoder, tiny_k3, tiny_kimi_linear, variant
+from archprobe.nn.decoder import HybridDecoder
+from archprobe.nn.presets import tiny_k3, tiny_kimi_linear, variant
 from archprobe.observe.recorder import Recorder
 from archprobe.observe.routing import random_baselines, routing_stats
 
@@ -130,7 +131,7 @@ def test_kda_decay_gives_the_half_life():
 def test_indexer_keeps_topk_of_the_causal_entries():
     torch.manual_seed(0)
     model = HybridDecoder(variant("indexer")).eval()
-    T, k = 64, model.config.index_topk
+    T, k = 64, model.config.layer_spec(0).mixer.args.index_topk
     gates = _record(model, T=T).gates
     assert [g["layer"] for g in gates] == [0, 1, 2, 3]
     expect = sum(min(k, t + 1) for t in range(T)) / sum(t + 1 for t in range(T))
@@ -142,11 +143,12 @@ def test_hard_head_gate_keeps_its_share_of_heads():
     torch.manual_seed(0)
     model = HybridDecoder(variant("head_gate")).eval()
     gates = _record(model).gates
-    heads = model.config.num_attention_heads
+    attention = model.config.layer_spec(0).mixer.args
+    heads = attention.num_heads
     assert len(gates) == 4
     for g in gates:
         assert g["kind"] == "head_gate_hard" and len(g["per_head"]) == heads
-        assert g["share_kept"] == pytest.approx(model.config.head_gate_keep / heads)
+        assert g["share_kept"] == pytest.approx(attention.head_gate_keep / heads)
 
 
 def _latent_moes(model):

@@ -132,10 +132,58 @@ def test_memory_and_validate_have_no_per_kind_branches():
 
     bodies = {"memory/plan.py": inspect.getsource(plan),
               "validate/plan._layer_fields": inspect.getsource(validate_plan._layer_fields),
-              "decoder._mixer": inspect.getsource(decoder._mixer)}
+              "decoder._mixer": inspect.getsource(decoder._mixer),
+              "decoder.HybridConfig.mixer_spec": inspect.getsource(decoder.HybridConfig.mixer_spec),
+              "decoder.DecoderLayer": inspect.getsource(decoder.DecoderLayer.__init__)}
     for where, text in bodies.items():
         named = {k for k in kinds.MIXERS if re.search(rf"[\"']{k}[\"']", text)}
         assert not named, f"{where} names mixer kinds {sorted(named)}: read kinds/ instead"
+
+
+def test_each_mixer_kinds_arguments_reach_its_module_without_a_hybrid_config_field(monkeypatch):
+    """A mixer kind owns its module's arguments (kinds/<kind>.py's Args): its build hook sees those and the
+    model-level ModelContext, never a HybridConfig, and an argument given under the kind's name in
+    `HybridConfig.mixer_args` is the one the module is built with."""
+    import dataclasses
+
+    import torch
+
+    from archprobe.kinds.spec import ModelContext
+    from archprobe.nn import decoder
+
+    seen = {}
+    for name, k in kinds.MIXERS.items():
+        assert dataclasses.is_dataclass(k.args) and k.args.__dataclass_params__.frozen, name
+        assert list(inspect.signature(k.build).parameters) == ["a", "kind", "model"], name
+        if k.nn_kind != name and k.nn_kind in seen:   # mha, mqa: GQA's builder, tried once
+            continue
+
+        def capture(args, kind, model, build=k.build):
+            module = build(args, kind, model)
+            seen[kind] = (args, model, module)
+            return module
+
+        monkeypatch.setitem(kinds.BY_NN_KIND, k.nn_kind, dataclasses.replace(k, build=capture))
+        # one argument off its default: the first positive integer, doubled (heads, widths, kernels, experts)
+        ints = [f for f in dataclasses.fields(k.args) if type(f.default) is int and f.default > 0]
+        given = {ints[0].name: 2 * ints[0].default} if ints else {}
+        cfg = decoder.HybridConfig(num_hidden_layers=1, mixer_types=(k.nn_kind,), ffn_types=("none",),
+                                   mixer_args={kinds.BY_NN_KIND[k.nn_kind].name: given})
+        model = decoder.HybridDecoder(cfg).eval()
+        args, context, module = seen[k.nn_kind]
+        assert args == k.args(**given) and type(context) is ModelContext, name
+        assert context.hidden_size == cfg.hidden_size and context.norm_eps == cfg.rms_norm_eps, name
+        assert model.layers[0].self_attn is module, name
+        if given:   # the module read the doubled argument: its tensors differ from the defaults' module's
+            default = k.build(k.args(), k.nn_kind, context)
+            assert _shapes(default) != _shapes(module), (name, given)
+        with torch.no_grad():
+            assert model(torch.tensor([[1, 2, 3]])).shape == (1, 3, cfg.vocab_size), name
+    assert set(seen) == {k.nn_kind for k in kinds.MIXERS.values()}
+
+
+def _shapes(module) -> list:
+    return sorted((n, tuple(t.shape)) for n, t in module.state_dict().items())
 
 
 def test_every_cache_formula_answers_for_a_card_mixer():

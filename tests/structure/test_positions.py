@@ -24,7 +24,7 @@ def test_per_layer_type_rope_parameters_give_each_layer_its_rope(tmp_path):
     assert (local.theta, local.type, local.partial_rotary_factor) == (1e4, "default", 0.5)
     assert card.layers[2].mixer.layer_rope is None
     cfg = config_fields(card)
-    sliding, full = cfg["rope"], cfg["layer_overrides"][2]["rope"]   # layer 0's fields are the base
+    sliding, full = cfg["mixer_args"]["gqa"]["rope"], cfg["layer_overrides"][2]["mixer_args"]["gqa"]["rope"]  # base: 0
     assert (full.theta, full.kind, full.params["factor"], full.dim) == (1e6, "linear", 8.0, 8)
     assert (sliding.theta, sliding.kind, sliding.dim) == (1e4, "default", 4)   # its own type: no factor
 
@@ -36,7 +36,7 @@ def test_a_null_layer_type_rope_is_a_nope_layer(tmp_path):
                                                                               "rope_theta": 1e4}}})
     assert [layer.mixer.rope for layer in card.layers] == [None, False, None]
     assert card.rope.theta == 1e4 and card.embed.pos_kind == "rope"
-    assert config_fields(card)["layer_overrides"][1]["rope"] is None
+    assert config_fields(card)["layer_overrides"][1]["mixer_args"]["gqa"]["rope"] is None
 
 
 def test_layer_rope_theta_and_no_rope_layers(tmp_path):
@@ -52,7 +52,7 @@ def test_longrope_lists_and_phi3_top_level_original_context_reach_the_rope(tmp_p
     card = positions_card(tmp_path, {"rope_theta": 1e4, "original_max_position_embeddings": 32, "rope_scaling": {
         "type": "longrope", "short_factor": short, "long_factor": long}})
     assert card.rope.scaling["short_factor"] == short and card.rope.original_max_position == 32
-    rope = config_fields(card)["rope"]
+    rope = config_fields(card)["mixer_args"]["gqa"]["rope"]
     inv_short, att = rope.inv_freq(8)
     inv_long, _ = rope.inv_freq(64)
     base = 1.0 / 1e4 ** (2 * torch.arange(4).float() / 8)
@@ -82,7 +82,7 @@ def test_gemma3_pre_per_type_config_gives_sliding_layers_the_local_base(tmp_path
                             "layer_types": ["sliding_attention", "full_attention", "sliding_attention"]})
     assert card.layers[0].mixer.layer_rope.theta == 1e4 and card.layers[1].mixer.layer_rope is None
     cfg = config_fields(card)
-    local, glob = cfg["rope"], cfg["layer_overrides"][1]["rope"]
+    local, glob = cfg["mixer_args"]["gqa"]["rope"], cfg["layer_overrides"][1]["mixer_args"]["gqa"]["rope"]
     assert (local.theta, local.kind) == (1e4, "default") and "factor" not in local.params
     assert (glob.theta, glob.kind, glob.params["factor"]) == (1e6, "linear", 8.0)
 
@@ -93,9 +93,9 @@ def test_position_embedding_type_null_is_nope_even_beside_rope_parameters(tmp_pa
                                                                                  "rope_theta": 1e4}})
     assert all(layer.mixer.rope is False for layer in card.layers) and card.embed.pos_kind == "none"
     assert card.origins["layers.0.mixer.rope"] == "config:position_embedding_type"
-    assert config_fields(card)["rope"] is None
+    assert config_fields(card)["mixer_args"]["gqa"]["rope"] is None
     card = positions_card(tmp_path, {"position_embedding_type": "rope", "rope_theta": 1e4})
-    assert card.layers[0].mixer.rope is None and config_fields(card)["rope"].theta == 1e4
+    assert card.layers[0].mixer.rope is None and config_fields(card)["mixer_args"]["gqa"]["rope"].theta == 1e4
 
 
 def test_layer_ropes_and_factor_lists_survive_the_yaml_round_trip(tmp_path):

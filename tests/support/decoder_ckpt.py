@@ -13,15 +13,27 @@ LAYER_TYPES = {"kda": "linear_attention", "gqa": "full_attention", "mla": "full_
                "swa": "sliding_attention", "lowrank_kv": "full_attention", "none": "none"}
 
 
+def _attention_args(cfg):
+    """The heads a config.json states: the first layer's softmax-attention-like arguments (GQA's defaults
+    when no layer has K/V heads)."""
+    for i in range(cfg.num_hidden_layers):
+        args = cfg.layer_spec(i).mixer.args
+        if hasattr(args, "num_kv_heads"):
+            return args
+    return cfg.mixer_spec("gqa").args
+
+
 def config_json(cfg) -> dict:
+    attn = _attention_args(cfg)
     return {
         "model_type": "archprobe_hybrid", "architectures": ["HybridDecoder"], "hidden_size": cfg.hidden_size,
         "num_hidden_layers": cfg.num_hidden_layers, "vocab_size": cfg.vocab_size,
-        "num_attention_heads": cfg.num_attention_heads, "num_key_value_heads": cfg.num_key_value_heads,
-        "head_dim": cfg.head_dim, "intermediate_size": cfg.intermediate_size,
-        "num_experts_per_tok": cfg.num_experts_per_token, "sliding_window": cfg.sliding_window,
+        "num_attention_heads": attn.num_heads, "num_key_value_heads": attn.num_kv_heads,
+        "head_dim": attn.head_dim, "intermediate_size": cfg.intermediate_size,
+        "num_experts_per_tok": cfg.num_experts_per_token,
+        "sliding_window": cfg.mixer_spec("swa").args.sliding_window,
         "layer_types": [LAYER_TYPES[m] for m in cfg.mixer_types],
-        "kv_lora_rank": cfg.kv_lora_rank if "mla" in cfg.mixer_types else None,
+        "kv_lora_rank": cfg.mixer_spec("mla").args.kv_lora_rank if "mla" in cfg.mixer_types else None,
         "attn_res_block_size": cfg.attn_res_block_size, "hidden_act": cfg.hidden_act,
         "archprobe_hybrid_config": {k: v for k, v in asdict(cfg).items() if k != "extra"},
     }

@@ -160,7 +160,7 @@ def test_stored_layouts_are_typed_sources_apart_from_parameters(tmp_path):
     bp = blueprint(card, reader.all_shapes(card.tensors.values()))
     part = bp.parts[0]
     with torch.device("meta"):
-        own = set(DecoderLayer(bp.config, 0).state_dict())
+        own = set(DecoderLayer(bp.config.layer_spec(0)).state_dict())
     derived = {d.target for d in part.derived}
     assert set(part.names) <= own and derived <= own and not set(part.names) & derived
     assert set(part.names) | derived == own

@@ -76,13 +76,15 @@ def test_k3_with_mxfp4_experts_equals_our_decoder_on_dequantized_weights(tmp_pat
         vocab_size=d.vocab, hidden_size=d.hidden, num_hidden_layers=d.num_layers, rms_norm_eps=1e-5,
         mixer_types=tuple("mla" if i in mla else "kda" for i in range(d.num_layers)),
         ffn_types=("dense",) + ("latent_moe",) * (d.num_layers - 1), residual="attnres_block",
-        attn_res_block_size=d.block_size, num_attention_heads=d.heads, q_lora_rank=d.q_lora, kv_lora_rank=d.kv_lora,
-        qk_nope_head_dim=d.head_dim, qk_rope_head_dim=d.rope_dim, v_head_dim=d.head_dim, mla_use_nope=True,
-        mla_use_output_gate=True, linear_num_heads=d.heads, linear_head_dim=d.head_dim, kda_gate="bounded",
-        use_full_rank_gate=True, a_log_len=d.a_log_len, intermediate_size=d.dense_width, hidden_act="situ",
+        attn_res_block_size=d.block_size,
+        mixer_args={"mla": dict(num_heads=d.heads, q_lora_rank=d.q_lora, kv_lora_rank=d.kv_lora, nope_dim=d.head_dim,
+                                rope_dim=d.rope_dim, v_head_dim=d.head_dim, use_nope=True, output_gate=True,
+                                rope_theta=None),
+                    "kda": dict(num_heads=d.heads, head_dim=d.head_dim, gate="bounded", output_gate="full_rank",
+                                a_log_len=d.a_log_len)},
+        intermediate_size=d.dense_width, hidden_act="situ",
         num_experts=d.experts, num_experts_per_token=d.top_k, moe_intermediate_size=d.expert_width,
-        shared_expert_width=d.shared * d.expert_width, routed_expert_hidden_size=d.latent, latent_moe_use_norm=True,
-        rope_theta=None)
+        shared_expert_width=d.shared * d.expert_width, routed_expert_hidden_size=d.latent, latent_moe_use_norm=True)
     model = HybridDecoder(cfg).eval()
     load_strict(model, sanitize(state), what="hand-built K3")
     with torch.no_grad():

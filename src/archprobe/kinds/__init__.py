@@ -1,11 +1,11 @@
-"""The registry of mechanisms: one module per mixer kind (kinds/gqa.py ... kinds/short_conv.py) or FFN kind
+"""The registry of mechanisms: one module per mixer kind (kinds/attention.py ... kinds/short_conv.py) or FFN kind
 beyond kinds/ffn.py's (kinds/rwkv_channel.py), each defining
-its `Kind` (spec.py): label and colour, feature id and attrs, the cache formula memory sums, the HybridConfig
-fields validate reads from the card, the nn module it builds, the roles it binds and how its layers are detected
-(`detect`, tried in `detect_order`: mixer_detectors). Every stage reads it
-instead of lists of its own, so a kind is handled everywhere or refused by name; adding a mechanism is its
-module here (found by name, no list to edit), its nn module and its tests (tests/structure/
-test_kinds_registry.py walks the registry)."""
+its `Kind` (spec.py): label and colour, feature id and attrs, the cache formula memory sums, its nn module's
+arguments (`Args`) with the hook that reads them from the card, the module it builds, the roles it binds and how
+its layers are detected (`detect`, tried in `detect_order`: mixer_detectors). Every stage reads it instead of
+lists of its own, so a kind is handled everywhere or refused by name; adding a mechanism is its module here
+(found by name, no list to edit), its nn module and its tests (tests/structure/test_kinds_registry.py walks the
+registry); HybridConfig and validate need no edit."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ FFNS: dict[str, Kind] = {k.name: k for k in ffn.KINDS} | {
 ABSENT: dict[str, Kind] = {k.name: k for k in absent.KINDS}
 ALL: dict[str, Kind] = {**MIXERS, **FFNS, **ABSENT}
 
-# HybridConfig mixer type -> the kind that builds it (`swa` is GQA with a window, ...)
+# the decoder's mixer type -> the kind that builds it (`swa` is GQA with a window, ...); that kind's name is
+# the key of the type's arguments in HybridConfig.mixer_args
 BY_NN_KIND: dict[str, Kind] = {}
 for _k in (*MIXERS.values(), ABSENT["none"]):
     for _nk in (_k.nn_kind, *_k.nn_variants):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from archprobe.kinds.formulas import linear_state
 from archprobe.kinds.spec import CacheContext, Kind
 
@@ -22,6 +24,20 @@ def cache(m, c: CacheContext):
                                           m.conv_kernel or 4, c.state_b, c.act_b)
 
 
+@dataclass(frozen=True)
+class Args:
+    """archprobe.nn.gated_deltanet.GatedDeltaNet's arguments; toy defaults."""
+    num_key_heads: int = 2
+    num_value_heads: int = 4
+    key_head_dim: int = 16
+    value_head_dim: int = 16
+    conv_kernel: int = 4
+    layout: str = "grouped"              # "split": separate in_proj_qkv / z / b / a (Qwen3.5, OLMo-hybrid)
+    beta_scale: float = 1.0              # 2: OLMo-hybrid's allow_neg_eigval
+    norm_eps: float | None = None        # the output norm's eps when not the layer norms'
+    chunk_size: int | None = None        # chunk of the chunked delta rule; None: the op's choice
+
+
 def fields(card, i, has, out):
     """num_heads = value heads; conv_dim = 2 Hk dk + Hv dv gives the key heads."""
     from archprobe.validate.layouts import GDN_SOURCES
@@ -37,21 +53,20 @@ def fields(card, i, has, out):
     if rest or hk <= 0 or hv % hk:
         raise Unsupported(f"{p}.mixer: conv_dim {conv} does not split into key heads of {dk} and "
                           f"{hv} value heads of {dv}")
-    out.update(linear_num_key_heads=hk, linear_num_value_heads=hv, linear_key_head_dim=dk,
-               linear_value_head_dim=dv, short_conv_kernel_size=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"),
-               gdn_layout="grouped" if has("mixer.in_proj_qkvz") else "split",
-               gdn_beta_scale=m.beta_scale if m.beta_scale is not None else 1.0, gdn_norm_eps=m.norm_eps)
+    out.update(num_key_heads=hk, num_value_heads=hv, key_head_dim=dk, value_head_dim=dv,
+               conv_kernel=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+               layout="grouped" if has("mixer.in_proj_qkvz") else "split",
+               beta_scale=m.beta_scale if m.beta_scale is not None else 1.0, norm_eps=m.norm_eps)
     if any(has(f"mixer.{r}.bias") for r in GDN_SOURCES + ("in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b")):
         raise Unsupported(f"{p}.mixer: biases on the Gated DeltaNet projections or convs")
 
 
-def build(cfg, kind):
+def build(a: Args, kind, model):
     from archprobe.nn.gated_deltanet import GatedDeltaNet
 
-    return GatedDeltaNet(cfg.hidden_size, cfg.linear_num_key_heads, cfg.linear_num_value_heads,
-                         cfg.linear_key_head_dim, cfg.linear_value_head_dim, cfg.short_conv_kernel_size,
-                         cfg.gdn_norm_eps if cfg.gdn_norm_eps is not None else cfg.rms_norm_eps,
-                         cfg.kda_chunk_size, layout=cfg.gdn_layout, beta_scale=cfg.gdn_beta_scale)
+    return GatedDeltaNet(model.hidden_size, a.num_key_heads, a.num_value_heads, a.key_head_dim, a.value_head_dim,
+                         a.conv_kernel, a.norm_eps if a.norm_eps is not None else model.norm_eps, a.chunk_size,
+                         layout=a.layout, beta_scale=a.beta_scale)
 
 
 def detect(mods, H, cfg):
@@ -169,5 +184,5 @@ def _split(layer, H, cfg):
 
 KINDS = [Kind("gated_deltanet", "mixer", "GDN", "#5aa0e8", "linear_attention.gated_deltanet", attrs,
               required=("num_heads", "head_dim", "conv_dim"), recurrent=True, cache=cache,
-              nn_kind="gated_deltanet", fields=fields, build=build, roles=ROLES,
+              nn_kind="gated_deltanet", args=Args, fields=fields, build=build, roles=ROLES,
               detect=detect, detect_order=60)]

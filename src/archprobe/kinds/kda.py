@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from archprobe.kinds.formulas import linear_state
 from archprobe.kinds.spec import CacheContext, Kind
 
@@ -30,31 +32,43 @@ def act_width(m):
     return 20 * (m.num_heads or 0) * (m.head_dim or 0)
 
 
+@dataclass(frozen=True)
+class Args:
+    """archprobe.nn.kda.KimiDeltaAttention's arguments; toy defaults (K3's bounded gate)."""
+    num_heads: int = 4
+    head_dim: int = 16
+    conv_kernel: int = 4
+    gate: str = "bounded"                # bounded (K3) | softplus (Kimi Linear)
+    gate_lower_bound: float = -5.0
+    output_gate: str = "full_rank"       # full_rank (g_proj) | low_rank (g_a_proj, g_b_proj)
+    a_log_len: int | None = None         # the stored A_log length (K3 pads it to 128); None: num_heads
+    decay_rank: int | None = None        # 0: a full-rank decay projection f_proj (Bailing); None: head_dim
+    chunk_size: int | None = None        # chunk of kda_chunked; None: the op's choice (the fused kernel on CPU)
+
+
 def fields(card, i, has, out):
     from archprobe.validate.plan import Unsupported, need_field
 
     m = card.layers[i].mixer
     p = f"layers.{i}"
-    out.update(linear_num_heads=need_field(m.num_heads, f"{p}.mixer.num_heads"),
-               linear_head_dim=need_field(m.head_dim, f"{p}.mixer.head_dim"),
-               short_conv_kernel_size=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"),
-               kda_gate="bounded" if m.gate_lower_bound is not None else "softplus",
+    out.update(num_heads=need_field(m.num_heads, f"{p}.mixer.num_heads"),
+               head_dim=need_field(m.head_dim, f"{p}.mixer.head_dim"),
+               conv_kernel=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+               gate="bounded" if m.gate_lower_bound is not None else "softplus",
                gate_lower_bound=m.gate_lower_bound if m.gate_lower_bound is not None else -5.0,
-               use_full_rank_gate=has("mixer.g"), a_log_len=m.a_log_stored,
-               kda_decay_rank=0 if has("mixer.f") else None)
+               output_gate="full_rank" if has("mixer.g") else "low_rank", a_log_len=m.a_log_stored,
+               decay_rank=0 if has("mixer.f") else None)
     if has("mixer.f") and (has("mixer.f_a") or has("mixer.f_b")):
         raise Unsupported(f"{p}.mixer: both a full-rank and a low-rank decay projection")
 
 
-def build(cfg, kind):
+def build(a: Args, kind, model):
     from archprobe.nn.kda import KimiDeltaAttention
 
-    return KimiDeltaAttention(cfg.hidden_size, cfg.linear_num_heads, cfg.linear_head_dim,
-                              conv_kernel=cfg.short_conv_kernel_size, gate=cfg.kda_gate,
-                              gate_lower_bound=cfg.gate_lower_bound,
-                              output_gate="full_rank" if cfg.use_full_rank_gate else "low_rank",
-                              a_log_len=cfg.a_log_len, norm_eps=cfg.rms_norm_eps, chunk_size=cfg.kda_chunk_size,
-                              decay_rank=cfg.kda_decay_rank)
+    return KimiDeltaAttention(model.hidden_size, a.num_heads, a.head_dim, conv_kernel=a.conv_kernel, gate=a.gate,
+                              gate_lower_bound=a.gate_lower_bound, output_gate=a.output_gate,
+                              a_log_len=a.a_log_len, norm_eps=model.norm_eps, chunk_size=a.chunk_size,
+                              decay_rank=a.decay_rank)
 
 
 def detect(mods, H, cfg):
@@ -159,5 +173,5 @@ def _bind(pool, convs, vecs, mats, writer, H, cfg, D):
 
 KINDS = [Kind("kda", "mixer", "KDA", "#3a7bd5", "linear_attention.kda", attrs,
               required=("num_heads", "head_dim"), recurrent=True, cache=cache, act_width=act_width,
-              nn_kind="kda", fields=fields, build=build, roles=ROLES,
+              nn_kind="kda", args=Args, fields=fields, build=build, roles=ROLES,
               detect=detect, detect_order=20)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from archprobe.kinds.formulas import mla_cache
 from archprobe.kinds.spec import CacheContext, Kind
@@ -18,16 +19,25 @@ def cache(m, c: CacheContext):
     return m.kind, mla_cache(math.ceil(c.T / c.pad) * c.pad, m.cache_width_per_token, c.kv_b, index_dim)
 
 
+@dataclass(frozen=True)
+class Args:
+    """archprobe.nn.kv_compression.LowRankKVAttention's arguments; toy defaults."""
+    num_heads: int = 4
+    num_kv_heads: int = 4
+    head_dim: int = 16
+    rank: int | None = None              # the cached latent's width; None: head_dim
+    rope_theta: float | None = 10000.0
+
+
 def fields(card, i, has, out):
-    """Nothing beyond the model's fields: the module reads heads and rank from its HybridConfig."""
+    """Nothing from the card yet: the module runs on its arguments' defaults (no family ships it)."""
 
 
-def build(cfg, kind):
+def build(a: Args, kind, model):
     from archprobe.nn.kv_compression import LowRankKVAttention
 
-    d = cfg.head_dim
-    return LowRankKVAttention(cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, d,
-                              cfg.kv_compression_rank or d, cfg.rope_theta)
+    return LowRankKVAttention(model.hidden_size, a.num_heads, a.num_kv_heads, a.head_dim, a.rank or a.head_dim,
+                              a.rope_theta)
 
 
 def detect(mods, H, cfg):
@@ -77,5 +87,5 @@ def detect(mods, H, cfg):
 
 KINDS = [Kind("lowrank_kv", "mixer", "LowRankKV", "#b5651d", "attention.kv_compression", attrs,
               required=("cache_width_per_token",), cache=cache,
-              eager_score_copies=2, nn_kind="lowrank_kv", fields=fields, build=build, roles={},
+              eager_score_copies=2, nn_kind="lowrank_kv", args=Args, fields=fields, build=build, roles={},
               detect=detect, detect_order=120)]

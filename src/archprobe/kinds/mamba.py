@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from archprobe.kinds.formulas import mamba2_state
 from archprobe.kinds.spec import CacheContext, Kind
 
@@ -14,6 +16,18 @@ def cache(m, c: CacheContext):
     return "mamba", mamba2_state(1, m.conv_dim, m.state_size, m.conv_dim, m.conv_kernel or 4, c.state_b, c.act_b)
 
 
+@dataclass(frozen=True)
+class Args:
+    """archprobe.nn.mamba.MambaMixer's arguments; toy defaults."""
+    inner: int = 128
+    state_size: int = 16
+    dt_rank: int = 4
+    conv_kernel: int = 4
+    proj_bias: bool = False
+    ssm_norms: str | None = None         # RMS norms on dt, B, C: "weighted" (Jamba) / "weightless" (FalconMamba)
+    ssm_norm_eps: float = 1e-6
+
+
 def fields(card, i, has, out):
     from archprobe.validate.plan import Unsupported, need_field
 
@@ -23,23 +37,22 @@ def fields(card, i, has, out):
     eps = m.ssm_norm_eps
     if weighted:
         eps = need_field(eps, f"{p}.mixer.ssm_norm_eps", "eps of the stored RMS norms on dt, B and C")
-    out.update(mamba_inner=need_field(m.conv_dim, f"{p}.mixer.conv_dim"),
-               ssm_state_size=need_field(m.state_size, f"{p}.mixer.state_size"),
-               mamba_dt_rank=need_field(m.dt_rank, f"{p}.mixer.dt_rank"),
-               mamba_conv_kernel=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"),
-               mamba_proj_bias=has("mixer.in_proj.bias"),
-               mamba_ssm_norms="weighted" if weighted else ("weightless" if eps is not None else None),
-               mamba_ssm_norm_eps=eps if eps is not None else 1e-6)
+    out.update(inner=need_field(m.conv_dim, f"{p}.mixer.conv_dim"),
+               state_size=need_field(m.state_size, f"{p}.mixer.state_size"),
+               dt_rank=need_field(m.dt_rank, f"{p}.mixer.dt_rank"),
+               conv_kernel=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+               proj_bias=has("mixer.in_proj.bias"),
+               ssm_norms="weighted" if weighted else ("weightless" if eps is not None else None),
+               ssm_norm_eps=eps if eps is not None else 1e-6)
     if has("mixer.in_proj.bias") != has("mixer.out_proj.bias"):
         raise Unsupported(f"{p}.mixer: a bias on only one of in_proj / out_proj")
 
 
-def build(cfg, kind):
+def build(a: Args, kind, model):
     from archprobe.nn.mamba import MambaMixer
 
-    return MambaMixer(cfg.hidden_size, cfg.mamba_inner, cfg.ssm_state_size, cfg.mamba_dt_rank,
-                      cfg.mamba_conv_kernel, proj_bias=cfg.mamba_proj_bias, ssm_norms=cfg.mamba_ssm_norms,
-                      ssm_norm_eps=cfg.mamba_ssm_norm_eps)
+    return MambaMixer(model.hidden_size, a.inner, a.state_size, a.dt_rank, a.conv_kernel, proj_bias=a.proj_bias,
+                      ssm_norms=a.ssm_norms, ssm_norm_eps=a.ssm_norm_eps)
 
 
 def detect(mods, H, cfg):
@@ -86,6 +99,6 @@ def detect(mods, H, cfg):
 KINDS = [Kind("mamba", "mixer", "Mamba", "#76a5c9", "ssm.mamba",
               lambda m, H: {"state_size": m.state_size, "conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel},
 
-              required=("state_size", "conv_dim", "dt_rank"), recurrent=True, cache=cache, nn_kind="mamba",
+              required=("state_size", "conv_dim", "dt_rank"), recurrent=True, cache=cache, nn_kind="mamba", args=Args,
               fields=fields, build=build, roles=ROLES,
               detect=detect, detect_order=40)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from archprobe.kinds.formulas import mamba2_state
 from archprobe.kinds.spec import CacheContext, Kind
 
@@ -19,6 +21,18 @@ def cache(m, c: CacheContext):
                                   c.state_b, c.act_b)
 
 
+@dataclass(frozen=True)
+class Args:
+    """archprobe.nn.mamba2.Mamba2Mixer's arguments; toy defaults."""
+    num_heads: int = 4
+    head_dim: int = 16
+    state_size: int = 16
+    n_groups: int = 1
+    conv_kernel: int = 4
+    dt_min: float = 0.0
+    norm: bool = True                    # False: no gated norm before out_proj (Falcon-H1)
+
+
 def fields(card, i, has, out):
     from archprobe.validate.layouts import MUP_FOLDS
     from archprobe.validate.plan import Unsupported, need_field
@@ -30,20 +44,19 @@ def fields(card, i, has, out):
     unknown = sorted(set((m.layout or {}).get("mup_multipliers") or {}) - set(MUP_FOLDS))
     if unknown:
         raise Unsupported(f"{p}.mixer.layout.mup_multipliers {unknown}: no rule folds them")
-    out["mamba_norm"] = has("mixer.norm")
-    out.update(mamba_num_heads=need_field(m.num_heads, f"{p}.mixer.num_heads"),
-               mamba_head_dim=need_field(m.head_dim, f"{p}.mixer.head_dim"),
-               ssm_state_size=need_field(m.state_size, f"{p}.mixer.state_size"),
-               mamba_n_groups=need_field(m.n_groups, f"{p}.mixer.n_groups"),
-               mamba_conv_kernel=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"))
+    out["norm"] = has("mixer.norm")
+    out.update(num_heads=need_field(m.num_heads, f"{p}.mixer.num_heads"),
+               head_dim=need_field(m.head_dim, f"{p}.mixer.head_dim"),
+               state_size=need_field(m.state_size, f"{p}.mixer.state_size"),
+               n_groups=need_field(m.n_groups, f"{p}.mixer.n_groups"),
+               conv_kernel=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"))
 
 
-def build(cfg, kind):
+def build(a: Args, kind, model):
     from archprobe.nn.mamba2 import Mamba2Mixer
 
-    return Mamba2Mixer(cfg.hidden_size, cfg.mamba_num_heads, cfg.mamba_head_dim, cfg.ssm_state_size,
-                       cfg.mamba_n_groups, cfg.mamba_conv_kernel, dt_min=cfg.time_step_min,
-                       norm_eps=cfg.rms_norm_eps, norm=cfg.mamba_norm)
+    return Mamba2Mixer(model.hidden_size, a.num_heads, a.head_dim, a.state_size, a.n_groups, a.conv_kernel,
+                       dt_min=a.dt_min, norm_eps=model.norm_eps, norm=a.norm)
 
 
 def detect(mods, H, cfg):
@@ -102,6 +115,6 @@ def detect(mods, H, cfg):
 
 KINDS = [Kind("mamba2", "mixer", "Mamba2", "#7fb3d5", "ssm.mamba2", attrs,
               required=("num_heads", "head_dim", "state_size", "conv_dim"), recurrent=True, cache=cache,
-              nn_kind="mamba2",
+              nn_kind="mamba2", args=Args,
               fields=fields, build=build, roles=ROLES,
               detect=detect, detect_order=50)]

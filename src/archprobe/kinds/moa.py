@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from archprobe.kinds.attention import cache as kv_cache
 from archprobe.kinds.spec import Kind
 
@@ -13,25 +15,35 @@ def attrs(m, H):
             "num_kv_heads": m.num_kv_heads, "head_dim": m.head_dim}
 
 
+@dataclass(frozen=True)
+class Args:
+    """archprobe.nn.moa.MixtureOfAttention's arguments; toy defaults."""
+    num_experts: int = 4
+    top_k: int = 2
+    num_kv_heads: int = 2
+    head_dim: int = 16
+    rope_theta: float | None = 10000.0
+    rope: object = None                  # a Rope; None: rope_theta, default
+
+
 def fields(card, i, has, out):
     from archprobe.validate.plan import card_rope, need_field
 
     m = card.layers[i].mixer
     p = f"layers.{i}"
     hd = need_field(m.head_dim, f"{p}.mixer.head_dim")
-    out.update(moa_num_experts=need_field(m.num_experts, f"{p}.mixer.num_experts"),
-               moa_top_k=need_field(m.top_k, f"{p}.mixer.top_k"), moa_head_dim=hd,
-               moa_kv_heads=need_field(m.num_kv_heads, f"{p}.mixer.num_kv_heads"), rope=card_rope(card, hd, layer=i))
+    out.update(num_experts=need_field(m.num_experts, f"{p}.mixer.num_experts"),
+               top_k=need_field(m.top_k, f"{p}.mixer.top_k"), head_dim=hd,
+               num_kv_heads=need_field(m.num_kv_heads, f"{p}.mixer.num_kv_heads"), rope=card_rope(card, hd, layer=i))
     out["rope_theta"] = out["rope"].theta
 
 
-def build(cfg, kind):
+def build(a: Args, kind, model):
     from archprobe.nn.moa import MixtureOfAttention
     from archprobe.nn.rope import Rope
 
-    rope = cfg.rope if cfg.rope is not None else Rope(cfg.rope_theta, cfg.moa_head_dim)
-    return MixtureOfAttention(cfg.hidden_size, cfg.moa_num_experts, cfg.moa_top_k, cfg.moa_kv_heads,
-                              cfg.moa_head_dim, rope)
+    rope = a.rope if a.rope is not None else Rope(a.rope_theta, a.head_dim)
+    return MixtureOfAttention(model.hidden_size, a.num_experts, a.top_k, a.num_kv_heads, a.head_dim, rope)
 
 
 def parts(mods, H):
@@ -97,6 +109,6 @@ def detect(mods, H, cfg):
 
 # not in spec/contracts.md's vocabulary yet, so an id of its own; the experts share one K/V cache
 KINDS = [Kind("moa", "mixer", "MoA", "#a0522d", "attention.moa", attrs,
-              required=("num_experts", "top_k", "num_kv_heads", "head_dim"), cache=kv_cache, nn_kind="moa",
+              required=("num_experts", "top_k", "num_kv_heads", "head_dim"), cache=kv_cache, nn_kind="moa", args=Args,
               fields=fields, build=build, roles=ROLES,
               detect=detect, detect_order=100)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from archprobe.kinds.formulas import mamba2_state
 from archprobe.kinds.spec import CacheContext, Kind
 
@@ -12,6 +14,15 @@ ROLES = {"x": "x", "y": "y", "o": "o", "conv1d": "conv1d", "input_gate": "input_
 def cache(m, c: CacheContext):
     """One recurrent vector per channel + (kernel - 1) conv inputs."""
     return "rg_lru", mamba2_state(1, m.conv_dim, 1, m.conv_dim, m.conv_kernel or 4, c.state_b, c.act_b)
+
+
+@dataclass(frozen=True)
+class Args:
+    """archprobe.nn.rg_lru.RGLRUBlock's arguments; toy defaults."""
+    width: int = 64
+    num_heads: int = 4
+    conv_kernel: int = 4
+    activation: str = "gelu_pytorch_tanh"   # the y branch's: the model's hidden activation (Griffin: GeLU)
 
 
 def fields(card, i, has, out):
@@ -25,17 +36,16 @@ def fields(card, i, has, out):
     need += [f"mixer.{r}.bias" for r in ("x", "y", "o", "conv1d", "input_gate", "recurrent_gate")]
     if not all(has(r) for r in need):
         raise Unsupported(f"{p}.mixer: an RG-LRU block without {next(r for r in need if not has(r))}")
-    out.update(rg_lru_width=need_field(m.conv_dim, f"{p}.mixer.conv_dim"),
-               rg_lru_heads=need_field(m.num_heads, f"{p}.mixer.num_heads"),
-               short_conv_kernel_size=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"),
-               rg_lru_activation=need_field(f.activation, f"{p}.ffn.activation", "the model's hidden activation"))
+    out.update(width=need_field(m.conv_dim, f"{p}.mixer.conv_dim"),
+               num_heads=need_field(m.num_heads, f"{p}.mixer.num_heads"),
+               conv_kernel=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"),
+               activation=need_field(f.activation, f"{p}.ffn.activation", "the model's hidden activation"))
 
 
-def build(cfg, kind):
+def build(a: Args, kind, model):
     from archprobe.nn.rg_lru import RGLRUBlock
 
-    return RGLRUBlock(cfg.hidden_size, cfg.rg_lru_width, cfg.rg_lru_heads, cfg.short_conv_kernel_size,
-                      cfg.rg_lru_activation)
+    return RGLRUBlock(model.hidden_size, a.width, a.num_heads, a.conv_kernel, a.activation)
 
 
 def detect(mods, H, cfg):
@@ -79,6 +89,6 @@ def detect(mods, H, cfg):
 KINDS = [Kind("rg_lru", "mixer", "RG-LRU", "#48a9a6", "recurrent.rg_lru",
               lambda m, H: {"width": m.conv_dim, "conv_kernel": m.conv_kernel, "num_heads": m.num_heads},
 
-              required=("conv_dim", "conv_kernel"), recurrent=True, cache=cache, nn_kind="rg_lru", fields=fields,
-              build=build, roles=ROLES,
+              required=("conv_dim", "conv_kernel"), recurrent=True, cache=cache, nn_kind="rg_lru", args=Args,
+              fields=fields, build=build, roles=ROLES,
               detect=detect, detect_order=30)]

@@ -5,6 +5,8 @@ token shift as what it is, a causal depthwise convolution of kernel 2 on the hid
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from archprobe.kinds.spec import CacheContext, Kind
 
 ROLES = {"time_decay": "time_decay", "time_first": "time_first", "time_mix_key": "time_mix_key",
@@ -58,6 +60,11 @@ def detect(mods, H, cfg):
     return b
 
 
+@dataclass(frozen=True)
+class Args:
+    """archprobe.nn.rwkv.RwkvTimeMix takes the hidden size only (its attention width is H, fields checks)."""
+
+
 def fields(card, i, has, out):
     from archprobe.validate.plan import Unsupported, need_field
 
@@ -68,13 +75,13 @@ def fields(card, i, has, out):
         raise Unsupported(f"{p}.mixer: an RWKV attention width {width} other than the hidden size")
 
 
-def build(cfg, kind):
+def build(a: Args, kind, model):
     from archprobe.nn.rwkv import RwkvTimeMix
 
-    return RwkvTimeMix(cfg.hidden_size)
+    return RwkvTimeMix(model.hidden_size)
 
 
 # recurrent.rwkv: not in spec/contracts.md's vocabulary yet, an id of its own (as attention.moa)
 KINDS = [Kind("rwkv", "mixer", "RWKV", "#16a085", "recurrent.rwkv", attrs, required=("num_heads", "conv_dim"),
-              recurrent=True, detect=detect, detect_order=10, cache=cache, nn_kind="rwkv", fields=fields, build=build,
-              roles=ROLES)]
+              recurrent=True, detect=detect, detect_order=10, cache=cache, nn_kind="rwkv", args=Args,
+              fields=fields, build=build, roles=ROLES)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from archprobe.kinds.spec import CacheContext, Kind
 
 ROLES = {"in_proj": "in_proj", "conv1d": "conv1d", "out_proj": "out_proj"}
@@ -9,6 +11,13 @@ ROLES = {"in_proj": "in_proj", "conv1d": "conv1d", "out_proj": "out_proj"}
 
 def cache(m, c: CacheContext):
     return "short_conv", (m.conv_kernel - 1) * m.conv_dim * c.act_b
+
+
+@dataclass(frozen=True)
+class Args:
+    """archprobe.nn.short_conv.ShortConv's arguments."""
+    conv_kernel: int = 4
+    bias: bool = False
 
 
 def fields(card, i, has, out):
@@ -19,13 +28,13 @@ def fields(card, i, has, out):
     biases = {has(f"mixer.{r}.bias") for r in ("in_proj", "conv1d", "out_proj")}
     if len(biases) > 1:
         raise Unsupported(f"{p}.mixer: biases on some of in_proj / conv1d / out_proj only")
-    out.update(short_conv_kernel_size=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"), short_conv_bias=biases.pop())
+    out.update(conv_kernel=need_field(m.conv_kernel, f"{p}.mixer.conv_kernel"), bias=biases.pop())
 
 
-def build(cfg, kind):
+def build(a: Args, kind, model):
     from archprobe.nn.short_conv import ShortConv
 
-    return ShortConv(cfg.hidden_size, cfg.short_conv_kernel_size, cfg.short_conv_bias)
+    return ShortConv(model.hidden_size, a.conv_kernel, a.bias)
 
 
 def detect(mods, H, cfg):
@@ -56,5 +65,5 @@ def detect(mods, H, cfg):
 KINDS = [Kind("short_conv", "mixer", "ShortConv", "#1abc9c", "conv.short",
               lambda m, H: {"conv_dim": m.conv_dim, "conv_kernel": m.conv_kernel},
               required=("conv_dim", "conv_kernel"), recurrent=True, cache=cache,
-              nn_kind="short_conv", fields=fields, build=build, roles=ROLES,
+              nn_kind="short_conv", args=Args, fields=fields, build=build, roles=ROLES,
               detect=detect, detect_order=70)]

@@ -23,6 +23,14 @@ class CacheContext:
 
 
 @dataclass(frozen=True)
+class ModelContext:
+    """The few model-level values every mixer module may need beside its own arguments."""
+    hidden_size: int
+    norm_eps: float = 1e-5      # the layer norms' eps (a module's own norms use it unless its args say)
+    norm_style: str = "standard"   # the layer norms' kind (archprobe.nn.norm), for q/k norms and the like
+
+
+@dataclass(frozen=True)
 class Kind:
     name: str                                   # the card's `kind` value
     role: str                                   # mixer | ffn | either
@@ -45,10 +53,16 @@ class Kind:
     act_width: Callable[[object], int] | None = None   # prefill transients per token (values), beyond 4 H
     eager_score_copies: int = 0                 # live [heads, chunk, context] fp32 copies in eager attention
     # validate / nn
-    nn_kind: str | None = None                  # the HybridConfig mixer type this kind runs as
-    nn_variants: tuple[str, ...] = ()           # further HybridConfig mixer types the same builder handles
-    fields: Callable[[object, int, Callable[[str], bool], dict], None] | None = None
-    #   (card, layer index, has(role leaf), out): writes the HybridConfig fields layer i needs
-    build: Callable[[object, str], object] | None = None   # (HybridConfig, mixer / FFN type) -> nn.Module
-    #   an FFN module with `stateful = True` returns (out, state) and HybridDecoder keeps the state in the cache
+    nn_kind: str | None = None                  # the decoder's mixer type this kind runs as
+    nn_variants: tuple[str, ...] = ()           # further mixer types the same builder handles (`swa`, ...)
+    # a mixer kind's module arguments: a frozen dataclass, its field names the kind's own, its defaults the
+    # toy sizes the presets use; the decoder's per-layer spec holds one (archprobe.nn.decoder.LayerSpec)
+    args: type | None = None
+    fields: Callable[[object, int, Callable[[str], bool], dict], str | None] | None = None
+    #   (card, layer index, has(role leaf), out): writes layer i's module arguments (names of `args`) into out;
+    #   returns the mixer type when it is not `nn_kind` (a windowed GQA layer runs as `swa`)
+    build: Callable[..., object] | None = None
+    #   mixer: (args, mixer type, ModelContext) -> nn.Module; FFN kind: (HybridConfig, FFN type) -> nn.Module
+    #   (the FFN kinds' arguments are still HybridConfig fields). An FFN module with `stateful = True` returns
+    #   (out, state) and HybridDecoder keeps the state in the cache
     roles: dict[str, str] | None = None         # role leaf -> parameter path under the layer's mixer module

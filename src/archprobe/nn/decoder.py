@@ -1,10 +1,12 @@
 """A configurable hybrid decoder: per-layer mixer x FFN x residual, from a config mirroring config.json.
 
-The per-layer plan is data (`HybridConfig.plan()`), resolved once and printable:
-mixers `kda | gated_deltanet | mla | gqa | swa | lowrank_kv | gqa_headgate | gqa_indexer | mamba2 | none`,
-FFNs `dense | moe | latent_moe | none`, one residual kind for the model (archprobe.nn.residual).
+The per-layer plan is data (`HybridConfig.plan()`), resolved once and printable: mixer types from the
+registry (`MIXERS`: kda, mla, gqa, swa, mamba2, ..., none), FFNs `dense | moe | latent_moe | none` (and
+the FFN kinds' own), one residual kind for the model (archprobe.nn.residual). Each layer is built from a
+`LayerSpec`: its mixers' types with their kinds' own arguments (archprobe.kinds.<kind>.Args, given as
+`HybridConfig.mixer_args`), its FFN and the layer's config; HybridConfig itself holds no mixer's arguments.
 Parameter names follow the Kimi/K3 checkpoints (`self_attn`, `mlp` for dense, `block_sparse_moe`
-for MoE, `input_layernorm`, `self_attention_res_proj`, ...). Presets are functions below.
+for MoE, `input_layernorm`, `self_attention_res_proj`, ...). Presets are functions in archprobe.nn.presets.
 Incremental decoding: `forward(ids, caches=..., use_cache=True)` returns per-layer caches (MLA
 latent, KDA state + conv, KV); generating token by token equals the full forward.
 """
@@ -18,11 +20,11 @@ from torch import nn
 
 from archprobe.kinds import BY_NN_KIND
 from archprobe.kinds import FFNS as FFN_KINDS
+from archprobe.kinds.spec import ModelContext
 from archprobe.nn.moe import ACTIVATIONS, MLP, MoE
 from archprobe.nn.norm import NORMS, make_norm
 from archprobe.nn.positions import SINUSOIDS, sinusoidal_positions
 from archprobe.nn.residual import RESIDUALS, AttnResState, PseudoQuery
-from archprobe.nn.rope import Rope
 
 MIXERS = tuple(BY_NN_KIND)   # every mixer type a kind spec builds (archprobe.kinds), `none` included
 FFNS = ("dense", "moe", "latent_moe", "none", *(k for k, s in FFN_KINDS.items() if s.build is not None))
@@ -38,8 +40,8 @@ FFN_NORMS = (("pre_ffn", "post_attention_layernorm"), ("post_ffn", "post_ffn_nor
 class HybridConfig:
     """Field names are the upstream config.json keys; `mixer_types`/`ffn_types` are the plan.
 
-    Unknown keys given to `from_config_json` are kept in `extra`. Invalid combinations raise
-    ValueError naming the field.
+    Unknown keys read by a config.json reader (archprobe.nn.presets.from_kimi_config) are kept in `extra`.
+    Invalid combinations raise ValueError naming the field.
     """
 
     vocab_size: int = 256
@@ -53,77 +55,10 @@ class HybridConfig:
     residual: str = "prenorm"
     attn_res_block_size: int | None = None
     tie_word_embeddings: bool = False
-    # softmax attention
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 4
-    head_dim: int = 16
-    rope_theta: float | None = 10000.0
-    sliding_window: int | None = None
-    qk_norm: bool = False
-    qk_norm_style: str | None = None     # the q/k norms' kind when it differs from norm_style (StableLM 2)
-    attn_v_head_dim: int | None = None   # value heads of another width than q/k heads (MiMo-V2-Flash)
-    attn_value_scale: float | None = None  # values scaled before attention (MiMo-V2-Flash attention_value_scale)
-    attn_output_gate: bool = False
-    attn_gate_in_q: bool = False         # Qwen3-Next: q_proj emits [q | gate] per head
-    partial_rotary_factor: float = 1.0
-    kv_compression_rank: int | None = None
-    head_gate_mode: str = "hard"
-    head_gate_keep: int | None = None
-    index_n_heads: int = 2
-    index_head_dim: int = 16
-    index_topk: int = 8
-    mla_head_gate: str | None = None     # Ling 3: o *= sigmoid(head_gate_proj x) per head
-    kda_decay_rank: int | None = None    # 0: a full-rank decay projection f_proj (Bailing); None: head_dim
-    mla_indexer: bool = False            # DSA on MLA: the indexer reads the q-LoRA latent (DeepSeek-V3.2, GLM-5)
-    index_rope_interleaved: bool = False
-    # MLA
-    q_lora_rank: int | None = None
-    kv_lora_rank: int = 16
-    qk_nope_head_dim: int = 16
-    qk_rope_head_dim: int = 8
-    v_head_dim: int = 16
-    mla_use_nope: bool = True
-    mla_use_output_gate: bool = False
-    mla_form: str = "naive"
-    rope_interleave: bool = False
-    # KDA
-    linear_num_heads: int = 4
-    linear_head_dim: int = 16
-    short_conv_kernel_size: int = 4
-    kda_gate: str = "bounded"
-    gate_lower_bound: float = -5.0
-    use_full_rank_gate: bool = True
-    a_log_len: int | None = None
-    kda_chunk_size: int | None = None   # chunk of kda_chunked; None: the op's choice (the fused kernel on CPU)
-    # Gated DeltaNet (Qwen3-Next)
-    linear_num_key_heads: int = 2
-    linear_num_value_heads: int = 4
-    linear_key_head_dim: int = 16
-    linear_value_head_dim: int = 16
-    gdn_layout: str = "grouped"          # "split": separate in_proj_qkv / z / b / a (Qwen3.5, OLMo-hybrid)
-    gdn_beta_scale: float = 1.0          # 2: OLMo-hybrid's allow_neg_eigval
-    gdn_norm_eps: float | None = None    # the output norm's eps when not rms_norm_eps
-    # Mamba-2
-    mamba_num_heads: int = 4
-    mamba_head_dim: int = 16
-    ssm_state_size: int = 16
-    mamba_n_groups: int = 1
-    mamba_conv_kernel: int = 4
-    time_step_min: float = 0.0
-    mamba_norm: bool = True              # False: no gated norm before out_proj (Falcon-H1)
-    # Mamba-1 (state size: ssm_state_size, conv kernel: mamba_conv_kernel)
-    mamba_inner: int = 128
-    mamba_dt_rank: int = 4
-    mamba_proj_bias: bool = False
-    mamba_ssm_norms: str | None = None     # RMS norms on dt, B, C: "weighted" (Jamba) / "weightless" (FalconMamba)
-    mamba_ssm_norm_eps: float = 1e-6
-    # LFM2's gated short convolution (kernel: short_conv_kernel_size)
-    short_conv_bias: bool = False
-    # Griffin's RG-LRU block (RecurrentGemma; conv kernel: short_conv_kernel_size)
-    rg_lru_width: int = 64
-    rg_lru_heads: int = 4
-    rg_lru_activation: str = "gelu_pytorch_tanh"
-    lightning_norm_eps: float = 1e-6     # lightning attention (heads: num_attention_heads): its output norm's eps
+    # each mixer kind's module arguments: {kind: {argument: value}} under the kind's own names
+    # (archprobe.kinds.<kind>.Args, e.g. {"kda": {"num_heads": 8}}); a kind not named runs on its defaults;
+    # `gqa` holds the arguments of every softmax-attention type (swa, gqa_headgate, gqa_indexer)
+    mixer_args: dict = field(default_factory=dict)
     # FFN / MoE
     intermediate_size: int = 128
     hidden_act: str = "silu"
@@ -154,32 +89,13 @@ class HybridConfig:
     shared_combine: str = "sum"        # "average": (routed + shared) / 2 (Cohere2-MoE)
     moe_bias_on_logits: bool = False   # the selection bias is added to the logits, not the scores (Kolibri)
     moe_out_bias: bool = False         # a bias [H] added to the experts' sum (JetMoE)
-    moa_num_experts: int = 0           # mixer "moa" (JetMoE's mixture of attention experts)
-    moa_top_k: int = 0
-    moa_kv_heads: int = 0
-    moa_head_dim: int = 0
     group_score: str = "top2_sum"      # group-limited routing ranks groups by top-2 sum (V3) or max (V2)
     glu_limit: float = 7.0             # swiglu_oss clamp (gpt-oss swiglu_limit)
-    # the families' switches: norms and their placement, biases, attention extras, model-level extras
+    # the families' switches: norms and their placement, biases, model-level extras
     block: str = "pre"                 # pre | post | sandwich | parallel | parallel_shared (see DecoderLayer)
     norm_placements: tuple | None = None  # which of pre_mixer, pre_ffn, post_mixer, post_ffn exist; None: the block's
     #                                       (post_mixer_sum, post_ffn_sum: post-LN, the norm after the residual add)
-    qk_norm_after_rope: bool = False
-    attn_query_scale: dict | None = None  # position-dependent query multiplier (Attention's query_scale)
-    attn_chunk_size: int | None = None          # chunked attention (Llama 4's chunked_attention layers)
-    rope: Rope | None = None           # scaled / partial / interleaved rope; None: rope_theta, default
-    attention_bias: bool = False       # q, k, v projections
-    attention_out_bias: bool = False   # o projection
-    attn_scale: float | None = None    # softmax scale; None: head_dim ** -0.5
-    attn_softcap: float | None = None
-    clip_qkv: float | None = None      # OLMo, DBRX: q, k, v clamped to [-c, c]
-    attn_sub_norm: bool = False        # BitNet: a norm on the heads' output before o_proj
     ffn_sub_norm: bool = False         # BitNet: a norm on the FFN's inner width before down_proj
-    attn_sinks: bool = False
-    attn_head_gate: str | None = None    # o *= act(head_gate_proj x) per head: sigmoid (LFM3) / softplus (Laguna)
-    attn_differential: float | None = None   # differential attention: this layer's lambda_init (DiffLlama)
-    alibi: bool = False
-    alibi_scaled: bool = False         # Falcon: ALiBi added before the softmax scale (scaled with the scores)
     mlp_bias: bool = False
     residual_multiplier: float = 1.0   # Granite: x + m * f(x)
     # block norm_residual (MiniMax-01): x = a n(x) + b f(n(x)) at the mixer, then at the FFN: (a, b, a', b')
@@ -194,7 +110,7 @@ class HybridConfig:
     final_norm: bool = True
     logit_scale: float = 1.0           # Cohere logit_scale; Granite 1 / logits_scaling
     final_softcap: float | None = None  # Gemma 2: cap * tanh(logits / cap)
-    # per-layer exceptions: {layer: {field: value}} (a window on some layers, a local rope, ...)
+    # per-layer exceptions: {layer: {field: value}} (a norm eps, a local rope in mixer_args: merged per kind)
     layer_overrides: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
 
@@ -226,72 +142,77 @@ class HybridConfig:
         if self.sinusoidal_positions is not None and self.sinusoidal_positions not in SINUSOIDS:
             raise ValueError(f"sinusoidal_positions: {self.sinusoidal_positions!r} is not one of {SINUSOIDS}")
 
+        owners = {b.name: b for b in BY_NN_KIND.values() if b.args is not None}
+        bad = sorted(set(self.mixer_args) - set(owners))
+        if bad:
+            raise ValueError(f"mixer_args: {bad} are not mixer kinds with arguments; known: {sorted(owners)}")
+        for name, given in self.mixer_args.items():    # a misspelt argument is named here, used or not
+            _kind_args(owners[name], given)
+        for i in self.layer_overrides:
+            self.layer_spec(int(i))
+
     def plan(self) -> list[tuple[str, str, str]]:
         return [(m, f, self.residual) for m, f in zip(self.mixer_types, self.ffn_types, strict=True)]
 
     def for_layer(self, index: int) -> HybridConfig:
-        """This config with layer `index`'s overrides applied (itself when it has none)."""
+        """This config with layer `index`'s overrides applied (itself when it has none); an override's
+        `mixer_args` is merged into the model's, kind by kind."""
         over = self.layer_overrides.get(index)
-        return replace(self, **over, layer_overrides={}) if over else self
+        if not over:
+            return self
+        over = dict(over)
+        if "mixer_args" in over:
+            args = {kind: dict(kw) for kind, kw in self.mixer_args.items()}
+            for kind, kw in over.pop("mixer_args").items():
+                args.setdefault(kind, {}).update(kw)
+            over["mixer_args"] = args
+        return replace(self, **over, layer_overrides={})
 
-    @classmethod
-    def from_config_json(cls, cfg: dict, a_log_len: int | None = None, expert_storage: str = "dense") -> HybridConfig:
-        """From a Kimi Linear / K3 config.json: nested text_config, the released 1-based layer lists or
-        transformers' `layer_types`; unknown keys kept in `extra`. `a_log_len` is the stored A_log length
-        (K3 pads it to 128), which only the checkpoint knows."""
-        text = cfg.get("text_config") or cfg
-        n = text["num_hidden_layers"]
-        lac = text.get("linear_attn_config") or {}
-        if lac.get("full_attn_layers") is not None:
-            full = set(lac["full_attn_layers"])                        # 1-based, as released
-            mixers = tuple("mla" if i + 1 in full else "kda" for i in range(n))
-        elif text.get("layer_types"):
-            mixers = tuple("mla" if t == "full_attention" else "kda" for t in text["layer_types"])
-        else:
-            raise ValueError("kimi_linear config declares neither linear_attn_config nor layer_types")
-        moe = "latent_moe" if text.get("routed_expert_hidden_size") else "moe"
-        if text.get("mlp_layer_types"):
-            ffns = tuple(moe if t == "sparse" else "dense" for t in text["mlp_layer_types"])
-        else:
-            first = text.get("first_k_dense_replace", 1)
-            ffns = tuple("dense" if i < first else moe for i in range(n))
-        experts = text.get("num_experts") or text.get("num_local_experts")
-        shared = text.get("num_shared_experts") or text.get("n_shared_experts") or 0
-        width = text.get("moe_intermediate_size", 0)
-        known = {f.name for f in fields(cls)}
-        return cls(
-            vocab_size=text["vocab_size"], hidden_size=text["hidden_size"], num_hidden_layers=n,
-            rms_norm_eps=text.get("rms_norm_eps", 1e-5), mixer_types=mixers, ffn_types=ffns,
-            residual="attnres_block" if text.get("attn_res_block_size") else "prenorm",
-            attn_res_block_size=text.get("attn_res_block_size"),
-            tie_word_embeddings=text.get("tie_word_embeddings", False),
-            num_attention_heads=text["num_attention_heads"], q_lora_rank=text.get("q_lora_rank"),
-            kv_lora_rank=text["kv_lora_rank"], qk_nope_head_dim=text["qk_nope_head_dim"],
-            qk_rope_head_dim=text["qk_rope_head_dim"], v_head_dim=text["v_head_dim"], mla_use_nope=True,
-            mla_use_output_gate=bool(text.get("mla_use_output_gate")),
-            linear_num_heads=lac.get("num_heads") or text.get("linear_num_heads"),
-            linear_head_dim=lac.get("head_dim") or text.get("linear_head_dim"),
-            short_conv_kernel_size=lac.get("short_conv_kernel_size") or text.get("linear_conv_kernel_dim") or 4,
-            kda_gate="bounded" if "gate_lower_bound" in lac else "softplus",
-            gate_lower_bound=lac.get("gate_lower_bound", -5.0), use_full_rank_gate=bool(lac.get("use_full_rank_gate")),
-            a_log_len=a_log_len,
-            intermediate_size=text.get("intermediate_size", 0), hidden_act=text.get("hidden_act", "silu"),
-            activation_situ_beta=text.get("activation_situ_beta", 4.0),
-            activation_situ_linear_beta=text.get("activation_situ_linear_beta", 25.0),
-            num_experts=experts or 1, num_experts_per_token=text.get("num_experts_per_token")
-            or text.get("num_experts_per_tok") or 1, moe_intermediate_size=width, shared_expert_width=shared * width,
-            routed_expert_hidden_size=text.get("routed_expert_hidden_size"),
-            latent_moe_use_norm=bool(text.get("latent_moe_use_norm")),
-            moe_router_activation_func=text.get("moe_router_activation_func", "sigmoid"),
-            moe_renormalize=text.get("moe_renormalize", True),
-            routed_scaling_factor=text.get("routed_scaling_factor", 1.0),
-            rope_theta=None, expert_storage=expert_storage, extra={k: v for k, v in text.items() if k not in known})
+    def mixer_spec(self, kind: str) -> MixerSpec:
+        """A mixer type's module arguments in this config: its kind's Args with `mixer_args[kind]` applied."""
+        builder = BY_NN_KIND[kind]
+        if builder.args is None:
+            return MixerSpec(kind, None)
+        return MixerSpec(kind, _kind_args(builder, self.mixer_args.get(builder.name, {})))
+
+    def layer_spec(self, index: int) -> LayerSpec:
+        """What DecoderLayer `index` builds: its mixers with their arguments, its FFN, this layer's config."""
+        cfg = self.for_layer(index)
+        return LayerSpec(index, cfg.mixer_spec(cfg.mixer_types[index]),
+                         cfg.mixer_spec(cfg.parallel_mixer_types[index]), cfg.ffn_types[index], cfg)
 
 
-def _mixer(cfg: HybridConfig, kind: str) -> nn.Module | None:
-    """The mixer module of a HybridConfig mixer type: its kind's build hook (archprobe.kinds); None for none."""
-    spec = BY_NN_KIND.get(kind)
-    return spec.build(cfg, kind) if spec is not None and spec.build is not None else None
+def _kind_args(builder, given: dict):
+    """`builder`'s Args with `given` applied; an argument the kind does not have is a ValueError naming it."""
+    known = [f.name for f in fields(builder.args)]
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise ValueError(f"mixer_args[{builder.name!r}]: unknown argument(s) {unknown}; known: {known}")
+    return builder.args(**given)
+
+
+@dataclass(frozen=True)
+class MixerSpec:
+    """One mixer of a layer: its type (a key of archprobe.kinds.BY_NN_KIND) and its kind's arguments."""
+    kind: str
+    args: object = None          # archprobe.kinds.<kind>.Args; None for `none`
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """Layer `index` as data: the mixer and parallel mixer with their arguments, the FFN type, and the layer's
+    config (overrides applied), which holds the FFN's arguments, the block, norms and residual."""
+    index: int
+    mixer: MixerSpec
+    parallel_mixer: MixerSpec
+    ffn: str
+    config: HybridConfig
+
+
+def _mixer(spec: MixerSpec, model: ModelContext) -> nn.Module | None:
+    """The module of one mixer: its kind's build hook on its own arguments (archprobe.kinds); None for none."""
+    builder = BY_NN_KIND.get(spec.kind)
+    return builder.build(spec.args, spec.kind, model) if builder is not None and builder.build is not None else None
 
 
 def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
@@ -348,11 +269,11 @@ class DecoderLayer(nn.Module):
     `post_mixer_sum_norm` and `post_ffn_sum_norm` (after each residual add).
     """
 
-    def __init__(self, cfg: HybridConfig, index: int):
+    def __init__(self, spec: LayerSpec):
         super().__init__()
-        cfg = cfg.for_layer(index)
+        cfg, index = spec.config, spec.index
         H, eps = cfg.hidden_size, cfg.rms_norm_eps
-        mixer_kind, ffn_kind = cfg.mixer_types[index], cfg.ffn_types[index]
+        ffn_kind = spec.ffn
         self.index, self.residual, self.block = index, cfg.residual, cfg.block
         self.multiplier = cfg.residual_multiplier
         self.norm_residual_scales = cfg.norm_residual_scales
@@ -361,8 +282,9 @@ class DecoderLayer(nn.Module):
         if where is None:
             where = (("pre_mixer",) if pre else ()) + (("pre_ffn",) if pre and cfg.block != "parallel_shared" else ())
             where += ("post_mixer", "post_ffn") if post else ()
-        self.self_attn = _mixer(cfg, mixer_kind)
-        self.parallel_mixer = _mixer(cfg, cfg.parallel_mixer_types[index])
+        model = ModelContext(H, eps, cfg.norm_style)
+        self.self_attn = _mixer(spec.mixer, model)
+        self.parallel_mixer = _mixer(spec.parallel_mixer, model)
         if self.self_attn is not None or cfg.block == "parallel_shared":
             self._add_norms(MIXER_NORMS, where, cfg.norm_style, H, eps)
         ffn = _ffn(cfg, ffn_kind)
@@ -460,7 +382,8 @@ class HybridDecoder(nn.Module):
             self.embed_positions = nn.Embedding(cfg.learned_positions, H)
         if cfg.embed_norm:
             self.embed_layernorm = make_norm(cfg.norm_style, H, cfg.rms_norm_eps)
-        self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers) if build_layers)
+        self.layers = nn.ModuleList(DecoderLayer(cfg.layer_spec(i)) for i in range(cfg.num_hidden_layers)
+                                    if build_layers)
         if cfg.final_norm:
             self.norm = make_norm(cfg.norm_style, H, cfg.rms_norm_eps)
         if cfg.residual.startswith("attnres"):
@@ -566,59 +489,3 @@ class HybridDecoder(nn.Module):
         h, new_caches = self.hidden_states(self.embed(input_ids, start), caches, use_cache)
         logits = self.logits(h[:, -logits_to_keep:] if logits_to_keep else h)
         return (logits, new_caches) if use_cache or caches is not None else logits
-
-
-def tiny_k3(**over) -> HybridConfig:
-    """K3's design at toy width: KDA x3 + Gated MLA (NoPE), Stable LatentMoE with SiTU, Block AttnRes."""
-    n = over.pop("num_hidden_layers", 6)
-    kw = dict(vocab_size=256, hidden_size=64, num_hidden_layers=n,
-              mixer_types=tuple("mla" if (i + 1) % 4 == 0 or i == n - 1 else "kda" for i in range(n)),
-              ffn_types=("dense",) + ("latent_moe",) * (n - 1), residual="attnres_block", attn_res_block_size=2,
-              num_attention_heads=4, q_lora_rank=32, kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8,
-              v_head_dim=16, mla_use_nope=True, mla_use_output_gate=True, linear_num_heads=4, linear_head_dim=16,
-              kda_gate="bounded", use_full_rank_gate=True, a_log_len=8, intermediate_size=128, hidden_act="situ",
-              num_experts=8, num_experts_per_token=2, moe_intermediate_size=32, shared_expert_width=64,
-              routed_expert_hidden_size=32, latent_moe_use_norm=True, moe_router_activation_func="sigmoid")
-    kw.update(over)
-    return HybridConfig(**kw)
-
-
-def tiny_kimi_linear(**over) -> HybridConfig:
-    """Kimi Linear's design: KDA (unbounded softplus gate, low-rank output gate) + MLA, MoE, pre-norm."""
-    n = over.pop("num_hidden_layers", 4)
-    kw = dict(num_hidden_layers=n, mixer_types=tuple("mla" if (i + 1) % 4 == 0 else "kda" for i in range(n)),
-              ffn_types=("dense",) + ("moe",) * (n - 1), residual="prenorm", kda_gate="softplus",
-              use_full_rank_gate=False, mla_use_nope=True, hidden_act="silu", num_shared_experts=1)
-    kw.update(over)
-    return HybridConfig(**kw)
-
-
-def tiny_nemotron_latent(**over) -> HybridConfig:
-    """Nemotron-3 Super's LatentMoE: GQA + latent MoE routed in hidden space, ReLU^2, no latent norm."""
-    n = over.pop("num_hidden_layers", 4)
-    kw = dict(num_hidden_layers=n, mixer_types=("gqa", "none") * (n // 2), ffn_types=("none", "latent_moe") * (n // 2),
-              num_key_value_heads=2, hidden_act="relu2", gated_ffn=False, routed_expert_hidden_size=32,
-              latent_moe_use_norm=False, latent_names=("fc1_latent_proj", "fc2_latent_proj", "latent_norm"),
-              shared_expert_width=48)
-    kw.update(over)
-    return HybridConfig(**kw)
-
-
-def variant(name: str, **over) -> HybridConfig:
-    """The design notes' hypotheses as presets, each a small change to a GQA + MoE baseline."""
-    base = dict(num_hidden_layers=4, ffn_types=("moe",) * 4, num_key_value_heads=2)
-    presets = {
-        "baseline": {},
-        "kv_compression": dict(mixer_types=("lowrank_kv",) * 4, kv_compression_rank=16),
-        "head_gate": dict(mixer_types=("gqa_headgate",) * 4, head_gate_mode="hard", head_gate_keep=2),
-        "indexer": dict(mixer_types=("gqa_indexer",) * 4, index_topk=8),
-        "latent_routing": dict(ffn_types=("latent_moe",) * 4, routed_expert_hidden_size=32,
-                               moe_routing_space="latent"),
-        "gated_residual": dict(residual="gated"),
-        "depth_weights": dict(residual="depth_weights"),
-        "attnres_full": dict(residual="attnres_full"),
-        "attnres_block": dict(residual="attnres_block", attn_res_block_size=2),
-    }
-    if name not in presets:
-        raise ValueError(f"unknown variant {name!r}; known: {sorted(presets)}")
-    return HybridConfig(**{**base, **presets[name], **over})

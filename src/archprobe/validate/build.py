@@ -87,11 +87,11 @@ def blueprint(card, shapes: dict[str, tuple], n_run: int | None = None) -> Bluep
         if companion:
             target = _with_companion(target, companion)
         if "*" in name and key is not None and target.startswith(("self_attn.q_norm.", "self_attn.k_norm.")):
-            per_head_bank(part, target, name, cfg.for_layer(key))
+            per_head_bank(part, target, name, cfg.layer_spec(key).mixer.args)
             continue
         part.names[target] = name
     for i in range(n_run):
-        apply_layouts(parts.setdefault(i, Part()), card.layers[i], cfg.for_layer(i), shapes)
+        apply_layouts(parts.setdefault(i, Part()), card.layers[i], cfg.layer_spec(i), shapes)
     unmapped += [n for names in card.set_aside.values() for n in names]
     return Blueprint(cfg, parts, sorted(set(unmapped)))
 

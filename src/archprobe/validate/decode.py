@@ -133,7 +133,7 @@ class LazyModel:
         from archprobe.nn.decoder import DecoderLayer
 
         with torch.device("meta"):
-            layer = DecoderLayer(self.config, i).to(self.dtype).eval()
+            layer = DecoderLayer(self.config.layer_spec(i)).to(self.dtype).eval()
         self._fill(layer, names, i)
         return layer
 

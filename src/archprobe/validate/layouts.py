@@ -91,21 +91,25 @@ class Part:
         return src
 
 
-def per_head_bank(part: Part, target: str, name: str, cfg) -> None:
-    """One stored norm per head (`q_layernorm.norms.*.weight`, StableLM 2) stacked to [heads, head_dim]."""
+def per_head_bank(part: Part, target: str, name: str, attention) -> None:
+    """One stored norm per head (`q_layernorm.norms.*.weight`, StableLM 2) stacked to [heads, head_dim]
+    (`attention`: the layer's kinds/attention.py Args)."""
     import torch
 
-    n = cfg.num_attention_heads if ".q_norm." in target else cfg.num_key_value_heads
+    n = attention.num_heads if ".q_norm." in target else attention.num_kv_heads
     srcs = tuple(Source(Layout.PER_HEAD, target, str(h)) for h in range(n))
     for h, src in enumerate(srcs):
         part.sources[src] = name.replace("*", str(h), 1)
     part.derived.append(Derived(target, srcs, lambda *t: torch.stack(t)))
 
 
-def apply_layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
+def apply_layouts(part: Part, layer, spec, shapes: dict[str, tuple]) -> None:
     """Derive module tensors from the part's sources as the layer's card layout says; Conv1D storage
-    (`transposed`) and [1, E] selection biases become sources here, from the stored shapes."""
+    (`transposed`) and [1, E] selection biases become sources here, from the stored shapes.
+    `spec`: the layer's archprobe.nn.decoder.LayerSpec (its mixers' arguments, its config)."""
     import torch
+
+    cfg, mixer = spec.config, spec.mixer.args
 
     mlay, flay = layer.mixer.layout or {}, layer.ffn.layout or {}
     for target in list(part.names):
@@ -118,8 +122,8 @@ def apply_layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
         elif target.endswith(".gate.e_score_correction_bias") and len(shapes.get(part.names[target], ())) == 2:
             src = part.to_source(target, Layout.FLATTENED)   # a selection bias stored [1, E] (ERNIE's moe_statics)
             part.derived.append(Derived(target, (src,), lambda t: t.reshape(-1).contiguous()))
-    _gdn_sources(part, cfg)
-    _fold_mup(part, layer, cfg)
+    _gdn_sources(part, mixer)
+    _fold_mup(part, layer, spec)
     if KDA_FUSED_CONV in part.sources:      # one conv over q | k | v, each D wide (transformers' Kimi Linear)
         for i, which in enumerate(("q", "k", "v")):
             part.derived.append(Derived(f"self_attn.{which}_conv1d.weight", (KDA_FUSED_CONV,),
@@ -128,7 +132,7 @@ def apply_layouts(part: Part, layer, cfg, shapes: dict[str, tuple]) -> None:
         bias = src.stored.endswith(".bias")
         if src.layout is Layout.FUSED_QKV:
             transposed = bool(mlay.get("transposed")) and not bias
-            heads, kvh, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+            heads, kvh, d = mixer.num_heads, mixer.num_kv_heads, mixer.head_dim
             blocks = re.fullmatch(r"mp(\d+)_([qkv]{3})", str(mlay.get("qkv_interleaved")))
             interleaved = mlay.get("qkv_interleaved") not in (None, False, "blocks") and not blocks
             if mlay.get("qkv_interleaved") == "per_head" and heads != kvh:
@@ -181,9 +185,11 @@ MUP_FOLDS = {"attention_in_multiplier": (("attn.q_proj", False), ("attn.k_proj",
              "mlp_multipliers": (("mlp.gate_proj", True), ("mlp.down_proj", True))}
 
 
-def _fold_mup(part: Part, layer, cfg) -> None:
+def _fold_mup(part: Part, layer, spec) -> None:
     """Fold the layer's muP multipliers into the weights they scale (exact: each is linear in its tensor)."""
     import torch
+
+    ssm_args = next((s.args for s in (spec.mixer, spec.parallel_mixer) if s.kind == "mamba2"), None)
 
     ssm = next((mx for mx in (layer.mixer, layer.parallel_mixer) if mx is not None and mx.kind == "mamba2"), None)
     mup = ((ssm.layout or {}).get("mup_multipliers") or {}) if ssm is not None else {}
@@ -197,9 +203,10 @@ def _fold_mup(part: Part, layer, cfg) -> None:
             where, name = module.split(".")
             f = value[i] if key == "mlp_multipliers" else value
             if key == "ssm_multipliers":
-                inner, gn = cfg.mamba_num_heads * cfg.mamba_head_dim, cfg.mamba_n_groups * cfg.ssm_state_size
+                a = ssm_args
+                inner, gn = a.num_heads * a.head_dim, a.n_groups * a.state_size
                 f = torch.cat([torch.full((n,), float(v)) for n, v in
-                               zip((inner, inner, gn, gn, cfg.mamba_num_heads), value, strict=True)])
+                               zip((inner, inner, gn, gn, a.num_heads), value, strict=True)])
             for leaf in ("weight", "bias") if on_bias else ("weight",):
                 factors.setdefault(f"{owner[where]}.{name}.{leaf}", []).append(f)
     for target, fs in factors.items():
@@ -218,7 +225,7 @@ def _fold_mup(part: Part, layer, cfg) -> None:
         part.derived.append(Derived(target, (src,), scaled))
 
 
-def _gdn_sources(part: Part, cfg) -> None:
+def _gdn_sources(part: Part, gdn) -> None:
     """Gated DeltaNet's split layout from separate q/k/v projections and convs (concatenated in that order:
     the conv runs over q | k | v) or from one block-ordered `in_proj` (rows q | k | v | z | b | a)."""
     import torch
@@ -234,8 +241,7 @@ def _gdn_sources(part: Part, cfg) -> None:
             part.derived.append(Derived(f"self_attn.{target}.weight", tuple(src[p] for p in parts),
                                         lambda *t: torch.cat(t, dim=0).contiguous()))
     if "in_proj" in src:
-        nk, nv, dk, dv = cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim, \
-            cfg.linear_value_head_dim
+        nk, nv, dk, dv = gdn.num_key_heads, gdn.num_value_heads, gdn.key_head_dim, gdn.value_head_dim
         sizes = [2 * nk * dk + nv * dv, nv * dv, nv, nv]
         for i, name in enumerate(("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")):
             part.derived.append(Derived(f"self_attn.{name}.weight", (src["in_proj"],),

@@ -1,8 +1,9 @@
 """The card -> the HybridConfig it describes: every number from a card field, presence from a card role.
 
-Nothing here knows a family: each mixer kind's spec (archprobe.kinds) holds the HybridConfig fields it reads
-(its `fields` hook, which uses this module's readers: `need_field`, `card_rope`, `yarn_mscale`,
-`head_gate_kind`); the FFN, norms and residual are read here.
+Nothing here knows a family: each mixer kind's spec (archprobe.kinds) reads its module's arguments from the
+card (its `fields` hook, which uses this module's readers: `need_field`, `card_rope`, `yarn_mscale`,
+`head_gate_kind`) into `HybridConfig.mixer_args`, under the kind's own names; the FFN, norms and residual are
+read here.
 
 Refusals are data: a field validate needs that the card leaves unknown raises `NeedsField` (the CLI
 prints it in one line with how to set it with `--card`); a mechanism archprobe.nn does not implement
@@ -140,17 +141,24 @@ def _mixer_kind(kind: str, path: str):
     return spec
 
 
+def _args_owner(kind: str) -> str:
+    """The kind whose arguments a mixer type runs on (`swa` on GQA's): its key in HybridConfig.mixer_args."""
+    return kinds.BY_NN_KIND[kind].name
+
+
 def _layer_fields(card, i: int, roles: set[str]) -> dict:
-    """The HybridConfig fields layer i needs, from its card part (every value from a field or a role)."""
+    """The HybridConfig fields layer i needs (its mixer's arguments under `mixer_args`), from its card part (every
+    value from a field or a role)."""
     layer = card.layers[i]
     m, f = layer.mixer, layer.ffn
     p = f"layers.{i}"
     has = lambda leaf: f"{p}.{leaf}" in roles  # noqa: E731
-    out: dict = {}
+    out: dict = {"mixer": "none"}
     spec = _mixer_kind(m.kind, f"{p}.mixer")
-    out["mixer"] = spec.nn_kind if spec is not None else "none"
-    if spec is not None:      # the mixer's own fields: its kind's hook (kinds/<kind>.py)
-        spec.fields(card, i, has, out)
+    if spec is not None:      # the mixer's own arguments, under its builder's name: its kind's hook (kinds/<kind>.py)
+        args: dict = {}
+        out["mixer"] = spec.fields(card, i, has, args) or spec.nn_kind
+        out["mixer_args"] = {_args_owner(out["mixer"]): args}
     pm = layer.parallel_mixer
     if pm is not None and pm.kind != "none":     # a second mixer on the same input (Falcon-H1): its own fields
         out["parallel_mixer"] = _parallel_fields(card, i, roles, out)
@@ -282,6 +290,9 @@ def _parallel_fields(card, i: int, roles: set[str], out: dict) -> str:
     kind = got.pop("mixer")
     if kind == "none":
         return kind
+    for k, v in got.pop("mixer_args", {}).items():      # each mixer's arguments under its own kind
+        if out.setdefault("mixer_args", {}).setdefault(k, v) != v:
+            raise Unsupported(f"{p}.parallel_mixer: {k}'s arguments differ between the layer's two mixers")
     for k, v in got.items():
         if k in out and out[k] != v:
             raise Unsupported(f"{p}.parallel_mixer: {k} differs between the layer's two mixers")
@@ -308,7 +319,7 @@ def config_fields(card, n_run: int | None = None) -> dict:
     if len(residuals) > 1:
         raise Unsupported(f"a mix of residual kinds across layers ({sorted(residuals)})")
     base = dict(per[0])
-    overrides = {i: {k: v for k, v in f.items() if base.get(k, _MISSING) != v} for i, f in enumerate(per)}
+    overrides = {i: _differences(base, f) for i, f in enumerate(per)}
     overrides = {i: o for i, o in overrides.items() if o}
     fn = card.final_norm
     final_norm = fn is not None and fn.kind is not None
@@ -349,6 +360,17 @@ def config_fields(card, n_run: int | None = None) -> dict:
 
 
 _MISSING = object()
+
+
+def _differences(base: dict, layer: dict) -> dict:
+    """A layer's fields that differ from the base layer's; mixer arguments compared kind by kind, argument by
+    argument (HybridConfig.for_layer merges them back the same way)."""
+    out = {k: v for k, v in layer.items() if k != "mixer_args" and base.get(k, _MISSING) != v}
+    ours = base.get("mixer_args", {})
+    args = {kind: {a: v for a, v in kw.items() if ours.get(kind, {}).get(a, _MISSING) != v}
+            for kind, kw in layer.get("mixer_args", {}).items()}
+    args = {kind: kw for kind, kw in args.items() if kw}
+    return {**out, "mixer_args": args} if args else out
 
 
 def _expanded_roles(roles: set[str], i: int) -> set[str]:

@@ -108,7 +108,7 @@ def stream_forward(bp: Blueprint, reader, ids: torch.Tensor, dtype: torch.dtype,
         for i in (progress(range(n_run)) if progress else range(n_run)):
             start = time.perf_counter()
             with torch.device("meta"):  # no allocation: the loaded tensors become the parameters
-                layer = DecoderLayer(cfg, i).to(dtype).eval()
+                layer = DecoderLayer(cfg.layer_spec(i)).to(dtype).eval()
             if not load_into(layer, bp.parts.get(i), f"layer {i}"):
                 raise _Stop()
             current.clear()
