@@ -41,3 +41,17 @@ def test_greedy_continuation_matches_transformers_generate(zoo_root):
     gen = doc["generation"]
     assert len(gen["ours"]["ids"]) == 6
     assert gen["ours"]["ids"] == gen["reference"]["ids"] and gen["first_difference"] is None
+
+
+def test_a_stateful_ffn_in_a_parallel_block_is_unsupported_not_an_error(zoo_root):
+    """Channel mixing keeps a state across tokens; a card that puts it in a parallel block is refused as
+    `unsupported` naming the layer and the field, before any layer runs."""
+    from archprobe.structure.checkpoint import open_checkpoint
+
+    folder = str(zoo_mod.build("rwkv", zoo_root))
+    ckpt = open_checkpoint(folder)
+    ckpt.card.layers[1].parallel = True
+    doc = validate(ckpt, prompt_ids=list(zoo_mod.PROMPT_IDS))
+    assert doc["status"] == "unsupported", doc["status"]
+    (reason,) = doc["reasons"]
+    assert "ffn_types[" in reason and "'rwkv_channel' keeps a state" in reason and "block = 'parallel'" in reason

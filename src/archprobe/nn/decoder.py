@@ -150,6 +150,10 @@ class HybridConfig:
             _kind_args(owners[name], given)
         for i in self.layer_overrides:
             self.layer_spec(int(i))
+        for i, kind in enumerate(self.ffn_types):   # refused here, so validate reports it as unsupported
+            spec = FFN_KINDS.get(kind)
+            if spec is not None and spec.recurrent:
+                _check_stateful_ffn(self.for_layer(i), i, kind)
 
     def plan(self) -> list[tuple[str, str, str]]:
         return [(m, f, self.residual) for m, f in zip(self.mixer_types, self.ffn_types, strict=True)]
