@@ -66,3 +66,4 @@ class Kind:
     #   (the FFN kinds' arguments are still HybridConfig fields). An FFN module with `stateful = True` returns
     #   (out, state) and HybridDecoder keeps the state in the cache
     roles: dict[str, str] | None = None         # role leaf -> parameter path under the layer's mixer module
+    bare_roles: tuple[str, ...] = ()            # role leaves stored without a `.weight` leaf (a bare Parameter)

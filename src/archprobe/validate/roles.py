@@ -35,6 +35,11 @@ def _mixer_roles(kind: str) -> dict:
     return (spec.roles or {}) if spec is not None else {}
 
 
+def _bare(kind, stem: str) -> bool:
+    """A role stored as a bare Parameter: the built-in list or the kind's own `bare_roles` (kinds/<kind>.py)."""
+    return stem in BARE or (kind is not None and stem in kind.bare_roles)
+
+
 def _ffn_module(cfg, i: int) -> str:
     return "mlp" if cfg.ffn_types[i] == "dense" else "block_sparse_moe"
 
@@ -57,7 +62,7 @@ def layer_target(cfg, i: int, part: str, leaf: str, card) -> str | Source | None
         if stem not in table or (card.layers[i].parallel_mixer.layout or {}).get("transposed"):
             return None
         name = "parallel_mixer." + table[stem]
-        return name if stem in BARE and not bias else name + suffix
+        return name if _bare(kinds.BY_NN_KIND.get(kind), stem) and not bias else name + suffix
     if part == "mixer":
         kind = cfg.mixer_types[i]
         table = _mixer_roles(kind)
@@ -74,14 +79,14 @@ def layer_target(cfg, i: int, part: str, leaf: str, card) -> str | Source | None
         if stem not in table:
             return None
         name = "self_attn." + table[stem]
-        return name if stem in BARE and not bias else name + suffix
+        return name if _bare(kinds.BY_NN_KIND.get(kind), stem) and not bias else name + suffix
     # ffn
     ffn = _ffn_module(cfg, i)
     own = (kinds.FFNS[cfg.ffn_types[i]].roles or {}) if cfg.ffn_types[i] in kinds.FFNS else {}
     if own:                      # an FFN mechanism's roles (kinds/<kind>.py), vectors stored bare
         if stem not in own:
             return None
-        return f"{ffn}.{own[stem]}" + ("" if stem in BARE and not bias else suffix)
+        return f"{ffn}.{own[stem]}" + ("" if _bare(kinds.FFNS[cfg.ffn_types[i]], stem) and not bias else suffix)
     if ffn == "mlp":
         if stem.startswith("act.") and not bias:    # a learned activation's own tensors (xIELU alpha_p, ...)
             return f"mlp.act_fn.{stem[4:]}"
