@@ -84,4 +84,5 @@ def build(a: Args, kind, model):
 # recurrent.rwkv: not in spec/contracts.md's vocabulary yet, an id of its own (as attention.moa)
 KINDS = [Kind("rwkv", "mixer", "RWKV", "#16a085", "recurrent.rwkv", attrs, required=("num_heads", "conv_dim"),
               recurrent=True, detect=detect, detect_order=10, cache=cache, nn_kind="rwkv", args=Args,
-              fields=fields, build=build, roles=ROLES)]
+              fields=fields, build=build, roles=ROLES,
+              bare_roles=("time_decay", "time_first", "time_mix_key", "time_mix_value", "time_mix_receptance"))]

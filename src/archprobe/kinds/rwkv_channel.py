@@ -60,4 +60,5 @@ def build(cfg, kind):
 
 # recurrent.rwkv_channel: an id of its own beside recurrent.rwkv (not in spec/contracts.md yet)
 KINDS = [Kind("rwkv_channel", "ffn", "RWKV-CM", "#1abc9c", "recurrent.rwkv_channel", attrs, cache=cache,
-              required=("width",), recurrent=True, detect=detect, build=build, roles=ROLES)]
+              required=("width",), recurrent=True, detect=detect, build=build, roles=ROLES,
+              bare_roles=("time_mix_key", "time_mix_receptance"))]

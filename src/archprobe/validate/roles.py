@@ -15,8 +15,8 @@ from archprobe.validate.layouts import GDN_SOURCES, KDA_FUSED_CONV, Layout, Sour
 from archprobe.validate.plan import LATENT_NAMES, NORM_MODULES, Unsupported
 
 BARE = ("sinks", "A_log", "D", "dt_bias", "slope_rate", "a_param", "dt_norm", "b_norm", "c_norm", "lambda_q1",
-        "lambda_k1", "lambda_q2", "lambda_k2", "experts.q", "experts.o",      # parameters without a `.weight` leaf
-        "time_decay", "time_first", "time_mix_key", "time_mix_value", "time_mix_receptance")   # RWKV
+        "lambda_k1", "lambda_q2", "lambda_k2", "experts.q", "experts.o")   # parameters without a `.weight` leaf
+# (a kind's own bare parameters are its Kind's `bare_roles`: kinds/rwkv.py, kinds/rwkv_channel.py)
 FFN_PARAMS = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 MODEL_PARAMS = {"embed": "embed_tokens", "pos_embed": "embed_positions", "embed_norm": "embed_layernorm",
                 "embed_proj": "embed_proj", "head_proj": "head_proj",
