@@ -230,18 +230,17 @@ def test_the_zoo_member_of_each_kind_holds_it(kind, zoo_root):
 
 
 def test_a_role_stored_as_a_bare_parameter_is_declared_bare():
-    """validate looks for `<path>.weight` unless a role is bare (validate/roles.py's BARE or the kind's
-    `bare_roles`): a role whose path in the kind's built module is a Parameter itself must be declared, or a
+    """validate looks for `<path>.weight` unless a role is bare (the kind's `bare_roles`; validate keeps no
+    list of its own): a role whose path in the kind's built module is a Parameter itself must be declared, or a
     real checkpoint fails to load with the tensor reported missing."""
     from archprobe.kinds.spec import ModelContext
-    from archprobe.validate.roles import BARE
 
     undeclared = {}
     for name, k in kinds.MIXERS.items():
         assert set(k.bare_roles) <= set(k.roles), name
         module = k.build(k.args(), k.nn_kind, ModelContext(hidden_size=64))
         params = dict(module.named_parameters())
-        bare = [role for role, path in k.roles.items() if path in params and role not in (*BARE, *k.bare_roles)]
+        bare = [role for role, path in k.roles.items() if path in params and role not in k.bare_roles]
         if bare:
             undeclared[name] = bare
     assert not undeclared, f"roles stored as bare Parameters but not in the Kind's bare_roles: {undeclared}"

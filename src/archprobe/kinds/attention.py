@@ -14,6 +14,8 @@ ROLES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_norm": "
          "k_norm": "k_norm", "sinks": "sinks", "g": "g_proj", "head_gate": "head_gate_proj",
          "sub_norm": "sub_norm",
          **{f"lambda_{x}": f"lambda_{x}" for x in ("q1", "k1", "q2", "k2")}}
+# roles stored as a bare Parameter (no `.weight` leaf)
+BARE_ROLES = ("sinks", "lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")
 
 
 def attrs(m, H):
@@ -335,6 +337,7 @@ def detect(mods, H, cfg):
 
 _COMMON = dict(attrs=attrs, required=("num_heads", "num_kv_heads", "head_dim"), cache=cache, act_width=act_width,
                eager_score_copies=2, nn_kind="gqa", args=Args, fields=fields, build=build, roles=ROLES,
+              bare_roles=BARE_ROLES,
                detect=detect, detect_order=140)
 KINDS = [
     Kind("gqa", "mixer", "GQA", "#e0a35a", "attention.gqa", nn_variants=("swa", "gqa_headgate", "gqa_indexer"),

@@ -12,6 +12,8 @@ ROLES = {"in_proj_qkvz": "in_proj_qkvz", "in_proj_ba": "in_proj_ba", "conv1d": "
          "in_proj_qkv": "in_proj_qkv", "in_proj_z": "in_proj_z", "in_proj_b": "in_proj_b",
          "in_proj_a": "in_proj_a", "g": "in_proj_z", "a": "in_proj_a", "b": "in_proj_b",
          "o_norm": "norm", "o": "out_proj"}
+# roles stored as a bare Parameter (no `.weight` leaf)
+BARE_ROLES = ("A_log", "dt_bias")
 
 
 def attrs(m, H):
@@ -185,4 +187,5 @@ def _split(layer, H, cfg):
 KINDS = [Kind("gated_deltanet", "mixer", "GDN", "#5aa0e8", "linear_attention.gated_deltanet", attrs,
               required=("num_heads", "head_dim", "conv_dim"), recurrent=True, cache=cache,
               nn_kind="gated_deltanet", args=Args, fields=fields, build=build, roles=ROLES,
+              bare_roles=BARE_ROLES,
               detect=detect, detect_order=60)]

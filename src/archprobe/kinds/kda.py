@@ -10,6 +10,8 @@ from archprobe.kinds.spec import CacheContext, Kind
 ROLES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_conv": "q_conv1d", "k_conv": "k_conv1d",
          "v_conv": "v_conv1d", "f_a": "f_a_proj", "f_b": "f_b_proj", "g_a": "g_a_proj", "g_b": "g_b_proj",
          "g": "g_proj", "b": "b_proj", "A_log": "A_log", "dt_bias": "dt_bias", "o_norm": "o_norm", "f": "f_proj"}
+# roles stored as a bare Parameter (no `.weight` leaf)
+BARE_ROLES = ("A_log", "dt_bias")
 
 
 def attrs(m, H):
@@ -174,4 +176,5 @@ def _bind(pool, convs, vecs, mats, writer, H, cfg, D):
 KINDS = [Kind("kda", "mixer", "KDA", "#3a7bd5", "linear_attention.kda", attrs,
               required=("num_heads", "head_dim"), recurrent=True, cache=cache, act_width=act_width,
               nn_kind="kda", args=Args, fields=fields, build=build, roles=ROLES,
+              bare_roles=BARE_ROLES,
               detect=detect, detect_order=20)]

@@ -9,6 +9,8 @@ from archprobe.kinds.spec import CacheContext, Kind
 
 ROLES = {"lightning_qkv": "qkv_proj", "o": "out_proj", "g": "output_gate", "norm": "norm",
          "slope_rate": "slope_rate"}
+# roles stored as a bare Parameter (no `.weight` leaf)
+BARE_ROLES = ("slope_rate",)
 
 
 def cache(m, c: CacheContext):
@@ -83,4 +85,5 @@ KINDS = [Kind("lightning", "mixer", "Lightning", "#2e86c1", "linear_attention.li
               lambda m, H: {"num_heads": m.num_heads, "head_dim": m.head_dim},
               required=("num_heads", "head_dim"), recurrent=True, cache=cache, nn_kind="lightning", args=Args,
               fields=fields, build=build, roles=ROLES,
+              bare_roles=BARE_ROLES,
               detect=detect, detect_order=130)]

@@ -9,6 +9,8 @@ from archprobe.kinds.spec import CacheContext, Kind
 
 ROLES = {"in_proj": "in_proj", "conv1d": "conv1d", "x_proj": "x_proj", "dt_proj": "dt_proj", "A_log": "A_log",
          "D": "D", "out_proj": "out_proj", "dt_norm": "dt_norm", "b_norm": "b_norm", "c_norm": "c_norm"}
+# roles stored as a bare Parameter (no `.weight` leaf)
+BARE_ROLES = ("A_log", "D", "dt_norm", "b_norm", "c_norm")
 
 
 def cache(m, c: CacheContext):
@@ -101,4 +103,5 @@ KINDS = [Kind("mamba", "mixer", "Mamba", "#76a5c9", "ssm.mamba",
 
               required=("state_size", "conv_dim", "dt_rank"), recurrent=True, cache=cache, nn_kind="mamba", args=Args,
               fields=fields, build=build, roles=ROLES,
+              bare_roles=BARE_ROLES,
               detect=detect, detect_order=40)]

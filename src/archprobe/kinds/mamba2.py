@@ -9,6 +9,8 @@ from archprobe.kinds.spec import CacheContext, Kind
 
 ROLES = {"in_proj": "in_proj", "out_proj": "out_proj", "conv1d": "conv1d", "A_log": "A_log", "D": "D",
          "dt_bias": "dt_bias", "norm": "norm"}
+# roles stored as a bare Parameter (no `.weight` leaf)
+BARE_ROLES = ("A_log", "D", "dt_bias")
 
 
 def attrs(m, H):
@@ -117,4 +119,5 @@ KINDS = [Kind("mamba2", "mixer", "Mamba2", "#7fb3d5", "ssm.mamba2", attrs,
               required=("num_heads", "head_dim", "state_size", "conv_dim"), recurrent=True, cache=cache,
               nn_kind="mamba2", args=Args,
               fields=fields, build=build, roles=ROLES,
+              bare_roles=BARE_ROLES,
               detect=detect, detect_order=50)]

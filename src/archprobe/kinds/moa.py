@@ -8,6 +8,8 @@ from archprobe.kinds.attention import cache as kv_cache
 from archprobe.kinds.spec import Kind
 
 ROLES = {"router": "router", "experts.q": "q_experts", "experts.o": "o_experts", "kv": "kv_proj", "out": "out"}
+# roles stored as a bare Parameter (no `.weight` leaf)
+BARE_ROLES = ("experts.q", "experts.o")
 
 
 def attrs(m, H):
@@ -111,4 +113,5 @@ def detect(mods, H, cfg):
 KINDS = [Kind("moa", "mixer", "MoA", "#a0522d", "attention.moa", attrs,
               required=("num_experts", "top_k", "num_kv_heads", "head_dim"), cache=kv_cache, nn_kind="moa", args=Args,
               fields=fields, build=build, roles=ROLES,
+              bare_roles=BARE_ROLES,
               detect=detect, detect_order=100)]

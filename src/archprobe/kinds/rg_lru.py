@@ -9,6 +9,8 @@ from archprobe.kinds.spec import CacheContext, Kind
 
 ROLES = {"x": "x", "y": "y", "o": "o", "conv1d": "conv1d", "input_gate": "input_gate",
          "recurrent_gate": "recurrent_gate", "a_param": "a_param"}
+# roles stored as a bare Parameter (no `.weight` leaf)
+BARE_ROLES = ("a_param",)
 
 
 def cache(m, c: CacheContext):
@@ -91,4 +93,5 @@ KINDS = [Kind("rg_lru", "mixer", "RG-LRU", "#48a9a6", "recurrent.rg_lru",
 
               required=("conv_dim", "conv_kernel"), recurrent=True, cache=cache, nn_kind="rg_lru", args=Args,
               fields=fields, build=build, roles=ROLES,
+              bare_roles=BARE_ROLES,
               detect=detect, detect_order=30)]

@@ -14,9 +14,6 @@ from archprobe import kinds
 from archprobe.validate.layouts import GDN_SOURCES, KDA_FUSED_CONV, Layout, Source
 from archprobe.validate.plan import LATENT_NAMES, NORM_MODULES, Unsupported
 
-BARE = ("sinks", "A_log", "D", "dt_bias", "slope_rate", "a_param", "dt_norm", "b_norm", "c_norm", "lambda_q1",
-        "lambda_k1", "lambda_q2", "lambda_k2", "experts.q", "experts.o")   # parameters without a `.weight` leaf
-# (a kind's own bare parameters are its Kind's `bare_roles`: kinds/rwkv.py, kinds/rwkv_channel.py)
 FFN_PARAMS = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 MODEL_PARAMS = {"embed": "embed_tokens", "pos_embed": "embed_positions", "embed_norm": "embed_layernorm",
                 "embed_proj": "embed_proj", "head_proj": "head_proj",
@@ -36,8 +33,8 @@ def _mixer_roles(kind: str) -> dict:
 
 
 def _bare(kind, stem: str) -> bool:
-    """A role stored as a bare Parameter: the built-in list or the kind's own `bare_roles` (kinds/<kind>.py)."""
-    return stem in BARE or (kind is not None and stem in kind.bare_roles)
+    """A role stored as a bare Parameter (no `.weight` leaf): its kind's `bare_roles` (kinds/<kind>.py)."""
+    return kind is not None and stem in kind.bare_roles
 
 
 def _ffn_module(cfg, i: int) -> str:
