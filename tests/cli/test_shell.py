@@ -174,3 +174,12 @@ def test_eval_standin_json_says_where_it_listens(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_python_dash_m_archprobe_is_the_cli():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "archprobe", "memory", "--help"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and "--context" in out.stdout, out.stderr
