@@ -82,11 +82,16 @@ def test_sequential_blocks_equal_the_block_by_hand_and_decode_token_by_token(ove
     ({"residual": "attnres_block", "attn_res_block_size": 2}, "residual = 'attnres_block'"),
 ])
 def test_other_blocks_and_residuals_refuse_at_construction(over, field):
-    """Refused by the config itself (validate's blueprint turns a config's ValueError into `unsupported`), for
-    the whole model or, for a block, one layer's override."""
+    """Refused when the layer is built, for the whole model or, for a block, one layer's override."""
     for kw in (over, {"layer_overrides": {1: over}} if "block" in over else over):
         with pytest.raises(ValueError) as err:
-            _config(**kw, ffn_types=("dense", "rwkv_channel", "dense"))
+            HybridDecoder(_config(**kw, ffn_types=("dense", "rwkv_channel", "dense")))
         message = str(err.value)
         assert message.startswith("layer 1: ffn_types[1] = 'rwkv_channel' keeps a state") and field in message
     HybridDecoder(_config(**over, ffn_types=("dense",) * 3))     # the same block with stateless FFNs builds
+
+
+def test_a_stateful_ffn_beside_another_layers_parallel_block_builds():
+    """Only the stateful FFN's own layer is held to the rule: a parallel block on another layer is fine."""
+    HybridDecoder(_config(ffn_types=("rwkv_channel", "dense", "rwkv_channel"),
+                          layer_overrides={1: {"block": "parallel"}}))

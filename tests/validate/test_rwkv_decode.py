@@ -54,4 +54,5 @@ def test_a_stateful_ffn_in_a_parallel_block_is_unsupported_not_an_error(zoo_root
     doc = validate(ckpt, prompt_ids=list(zoo_mod.PROMPT_IDS))
     assert doc["status"] == "unsupported", doc["status"]
     (reason,) = doc["reasons"]
-    assert "ffn_types[" in reason and "'rwkv_channel' keeps a state" in reason and "block = 'parallel'" in reason
+    assert reason.startswith("layer 1: ffn_types[1] = 'rwkv_channel' keeps a state"), reason
+    assert "block = 'parallel'" in reason

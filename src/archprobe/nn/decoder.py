@@ -150,10 +150,6 @@ class HybridConfig:
             _kind_args(owners[name], given)
         for i in self.layer_overrides:
             self.layer_spec(int(i))
-        for i, kind in enumerate(self.ffn_types):   # refused here, so validate reports it as unsupported
-            spec = FFN_KINDS.get(kind)
-            if spec is not None and spec.recurrent:
-                _check_stateful_ffn(self.for_layer(i), i, kind)
 
     def plan(self) -> list[tuple[str, str, str]]:
         return [(m, f, self.residual) for m, f in zip(self.mixer_types, self.ffn_types, strict=True)]
@@ -244,12 +240,13 @@ def _ffn(cfg: HybridConfig, kind: str) -> nn.Module | None:
     return spec.build(cfg, kind) if spec is not None and spec.build is not None else None
 
 
-def _check_stateful_ffn(cfg: HybridConfig, index: int, kind: str) -> None:
+def check_stateful_ffn(block: str, residual: str, index: int, kind: str) -> None:
     """A stateful FFN (RWKV channel mixing) runs on the sequential path of HybridDecoder.hidden_states only
     (mixer, then FFN, each added; depth_weights mixes after the block): refuse the blocks and residuals
-    that would otherwise run it as a stateless FFN, silently wrong or failing deep inside forward."""
-    field, value = (("block", cfg.block) if cfg.block not in ("pre", "post", "sandwich") else
-                    ("residual", cfg.residual) if cfg.residual == "gated" or cfg.residual.startswith("attnres")
+    that would otherwise run it as a stateless FFN, silently wrong or failing deep inside forward. Also
+    validate's plan asks it, so a card gets `unsupported` before any layer is built."""
+    field, value = (("block", block) if block not in ("pre", "post", "sandwich") else
+                    ("residual", residual) if residual == "gated" or residual.startswith("attnres")
                     else (None, None))
     if field is not None:
         raise ValueError(f"layer {index}: ffn_types[{index}] = {kind!r} keeps a state across tokens, which "
@@ -293,7 +290,7 @@ class DecoderLayer(nn.Module):
             self._add_norms(MIXER_NORMS, where, cfg.norm_style, H, eps)
         ffn = _ffn(cfg, ffn_kind)
         if getattr(ffn, "stateful", False):
-            _check_stateful_ffn(cfg, index, ffn_kind)
+            check_stateful_ffn(cfg.block, cfg.residual, index, ffn_kind)
         if ffn is not None:
             self._add_norms(FFN_NORMS, where, cfg.norm_style, H, eps)
         if ffn_kind == "dense":

@@ -318,6 +318,14 @@ def config_fields(card, n_run: int | None = None) -> dict:
     residuals = {f.get("residual", "prenorm") for f in per}
     if len(residuals) > 1:
         raise Unsupported(f"a mix of residual kinds across layers ({sorted(residuals)})")
+    for i, kind in enumerate(ffns):     # a stateful FFN runs only in some blocks: refused before any layer builds
+        if kind in FFN_KINDS and FFN_KINDS[kind].recurrent:
+            from archprobe.nn.decoder import check_stateful_ffn
+
+            try:
+                check_stateful_ffn(per[i].get("block", "pre"), per[i].get("residual", "prenorm"), i, kind)
+            except ValueError as exc:
+                raise Unsupported(str(exc)) from None
     base = dict(per[0])
     overrides = {i: _differences(base, f) for i, f in enumerate(per)}
     overrides = {i: o for i, o in overrides.items() if o}
