@@ -128,7 +128,7 @@ def apply_layouts(part: Part, layer, spec, shapes: dict[str, tuple]) -> None:
         for i, which in enumerate(("q", "k", "v")):
             part.derived.append(Derived(f"self_attn.{which}_conv1d.weight", (KDA_FUSED_CONV,),
                                         lambda t, i=i: t.chunk(3, dim=0)[i].contiguous()))
-    for src in list(part.sources):
+    for src in _dense_sources(part):
         bias = src.stored.endswith(".bias")
         if src.layout is Layout.FUSED_QKV:
             transposed = bool(mlay.get("transposed")) and not bias
@@ -174,6 +174,27 @@ def apply_layouts(part: Part, layer, spec, shapes: dict[str, tuple]) -> None:
             part.derived.append(Derived(f"{owner}.up_proj{leaf}", (src,), lambda t, f=halves: f(t, False)))
         elif src.layout is Layout.STACKED:
             _stacked(part, src, flay, cfg.num_experts)
+
+
+# a quantized tensor's stored pieces beside `X.weight` (validate/quant.py dequantizes them into `X.weight`)
+QUANT_COMPANIONS = (".weight_packed", ".weight_scale", ".weight_shape", ".weight_zero_point", ".weight_global_scale",
+                    ".weight_scale_inv")
+
+
+def _dense_sources(part: Part) -> list[Source]:
+    """The part's sources as the tensors they dequantize to: a quantized fused tensor is stored as several
+    companions (`qkv.weight_packed`, `qkv.weight_scale`, ...) and is split once, as its `qkv.weight`
+    (a fused q | k | v or gate | up; stacked expert banks are left as stored)."""
+    out: dict[Source, None] = {}
+    for src in part.sources:
+        stored = src.stored
+        if src.layout in (Layout.FUSED_QKV, Layout.GATE_UP):     # expert banks keep their own packed path
+            for suffix in QUANT_COMPANIONS:
+                if stored.endswith(suffix):
+                    stored = stored[: -len(suffix)] + ".weight"
+                    break
+        out[Source(src.layout, stored, src.piece)] = None
+    return list(out)
 
 
 # Falcon-H1's muP multipliers (transformers' modeling_falcon_h1): each multiplies a projection's input or output,

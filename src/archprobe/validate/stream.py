@@ -55,7 +55,7 @@ def part_state(part: Part, get, dtype: torch.dtype, keep_packed: bool, tie_from:
         try:
             return d.fn(*(source(s) for s in d.sources))
         except (RuntimeError, ValueError, IndexError) as exc:   # a layout the stored tensor does not fit
-            names = ", ".join(part.sources[s] for s in d.sources)
+            names = ", ".join(part.sources.get(s, s.stored) for s in d.sources)
             raise LoadError(f"{d.target}: cannot derive it from {names} as the card's layout says "
                             f"({str(exc).splitlines()[0][:120]})") from None
 
