@@ -176,24 +176,16 @@ def apply_layouts(part: Part, layer, spec, shapes: dict[str, tuple]) -> None:
             _stacked(part, src, flay, cfg.num_experts)
 
 
-# a quantized tensor's stored pieces beside `X.weight` (validate/quant.py dequantizes them into `X.weight`)
-QUANT_COMPANIONS = (".weight_packed", ".weight_scale", ".weight_shape", ".weight_zero_point", ".weight_global_scale",
-                    ".weight_scale_inv")
-
-
 def _dense_sources(part: Part) -> list[Source]:
     """The part's sources as the tensors they dequantize to: a quantized fused tensor is stored as several
     companions (`qkv.weight_packed`, `qkv.weight_scale`, ...) and is split once, as its `qkv.weight`
     (a fused q | k | v or gate | up; stacked expert banks are left as stored)."""
+    from archprobe.validate.quant import dequantized_name
+
     out: dict[Source, None] = {}
     for src in part.sources:
-        stored = src.stored
-        if src.layout in (Layout.FUSED_QKV, Layout.GATE_UP):     # expert banks keep their own packed path
-            for suffix in QUANT_COMPANIONS:
-                if stored.endswith(suffix):
-                    stored = stored[: -len(suffix)] + ".weight"
-                    break
-        out[Source(src.layout, stored, src.piece)] = None
+        fused = src.layout in (Layout.FUSED_QKV, Layout.GATE_UP)     # expert banks keep their own packed path
+        out[Source(src.layout, dequantized_name(src.stored) if fused else src.stored, src.piece)] = None
     return list(out)
 
 

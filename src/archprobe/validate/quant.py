@@ -11,6 +11,18 @@ import torch
 from archprobe.ops.quant import dequantize_fp8_block, dequantize_int4_packed, dequantize_mxfp4, dequantize_nvfp4
 from archprobe.validate.plan import Unsupported
 
+# the stored pieces of a quantized `X.weight` that lazy_dequantize turns into one loader of `X.weight`
+COMPANIONS = (".weight_packed", ".weight_scale", ".weight_shape", ".weight_zero_point", ".weight_global_scale",
+              ".weight_scale_inv")
+
+
+def dequantized_name(name: str) -> str:
+    """The module name a stored piece loads as once dequantized (`qkv.weight_packed` -> `qkv.weight`)."""
+    for suffix in COMPANIONS:
+        if name.endswith(suffix):
+            return name[: -len(suffix)] + ".weight"
+    return name
+
 
 def lazy_dequantize(names: dict[str, str], get, dtype: torch.dtype, keep_packed_experts: bool = False) -> dict:
     """module name -> zero-argument loader of the dense tensor (`names`: module name -> checkpoint name).
